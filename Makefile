@@ -1,0 +1,44 @@
+# tfbench entry points. `make run` and `make test` set everything up on a fresh machine:
+# a virtualenv in .venv, the pinned requirements, and Horovod (built once, wheel cached in
+# ~/.cache/tfbench/wheels). Set-up is skipped when already done.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
+HVD_STAMP := $(VENV)/.horovod
+
+.PHONY: setup run test test-fast bench sweep horovod clean
+
+setup: $(REQ_STAMP) $(HVD_STAMP)
+
+$(REQ_STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@rm -f $(VENV)/.requirements-* && touch $@
+
+$(HVD_STAMP): $(REQ_STAMP) tools/build_horovod.sh
+	VENV=$(VENV) bash tools/build_horovod.sh
+	@touch $@
+
+horovod: $(HVD_STAMP)
+
+# The default job: a few-minute comparison of strategies on ResNet50, table and plots.
+run: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml
+
+test: setup
+	$(PY) -m pytest tests
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow" tests
+
+bench: setup
+	$(PY) -m tools.bench_overhead
+
+sweep: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/default.yaml
+
+clean:
+	rm -rf $(VENV) .pytest_cache

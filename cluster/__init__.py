@@ -1,0 +1,1 @@
+"""Cluster description (plans of tasks) and launchers that start them."""

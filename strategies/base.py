@@ -1,0 +1,157 @@
+"""The interface every strategy adapter offers the per-task loop.
+
+An adapter owns a tf.distribute strategy (or Horovod), builds the model and optimizer in its
+scope, turns the shared step (tfbench.steps) into a callable that returns once its result is on
+the host, and runs the timed loop. Synchronous strategies share SyncAdapter; the parameter-server
+adapter schedules through ClusterCoordinator instead.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Callable, Dict, List, Optional
+
+from strategies import placement
+from tfbench import benchmark, steps
+from tfbench.benchmark import StepTiming
+
+
+@dataclasses.dataclass
+class Measurement:
+    """What one task (or, for parameter servers, one worker) measured."""
+
+    role: str
+    index: int
+    images_per_step: int
+    timings: List[StepTiming]
+    extra: Dict = dataclasses.field(default_factory=dict)
+
+
+class StrategyAdapter(abc.ABC):
+    """Base: a strategy for one task of a run."""
+
+    def __init__(self, config, task, plan):
+        self.config, self.task, self.plan = config, task, plan
+        self.device = placement.compute_device(config)
+        self.strategy = self.make_strategy()
+        self.model = None
+        self.optimizer = None
+
+    # -- what subclasses provide ------------------------------------------------------------
+    @abc.abstractmethod
+    def make_strategy(self):
+        """The tf.distribute strategy (or the default one, for Horovod) this adapter drives."""
+
+    @property
+    def replicas(self) -> int:
+        """Replicas in sync across the whole cluster."""
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def local_replicas(self) -> int:
+        return self.replicas
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.config.batch_size * self.replicas
+
+    @abc.abstractmethod
+    def run(self, reporter=None, profiler=None) -> List[Measurement]:
+        """Builds everything, runs warm-up and measured steps, returns what was measured."""
+
+    # -- shared ------------------------------------------------------------------------------
+    def scope(self):
+        return self.strategy.scope()
+
+    def device_scope(self):
+        """Explicit device scope; a no-op for strategies that place by themselves."""
+        from tfbench.tf_import import tf
+
+        return tf.device(self.device)
+
+    def build_model(self) -> None:
+        from tfbench.tf_import import keras
+
+        keras.utils.set_random_seed(self.config.seed)
+        with self.scope():
+            self.model = self._model_spec().build(self.config.num_classes, self.config.image_size,
+                                                  self.config.data_format)
+            self.optimizer = steps.optimizer(self.config)
+            if self.config.mode == "train":
+                self.optimizer.build(self.model.trainable_variables)
+
+    def _model_spec(self):
+        from tfbench.models import MODELS
+
+        return MODELS[self.config.model]
+
+    def weights(self):
+        return [v.numpy() for v in self.model.trainable_variables]
+
+    def data_shards(self) -> List[int]:
+        """The data shards one global step consumed, in global-batch order."""
+        return list(range(self.replicas))
+
+    def summary(self) -> Dict:
+        """Task-record fields every adapter reports."""
+        return {
+            "strategy": self.config.strategy,
+            "batch_size": self.config.batch_size,
+            "replicas": self.replicas,
+            "local_replicas": self.local_replicas,
+            "global_batch_size": self.global_batch_size,
+            "model": self.config.model,
+            "mode": self.config.mode,
+        }
+
+
+class SyncAdapter(StrategyAdapter):
+    """Strategies whose every step is synchronous and driven by this task's own loop."""
+
+    def make_step(self) -> Callable[[], object]:
+        """A callable running one step; returns once the result is on the host."""
+        from tfbench.tf_import import tf
+
+        strategy, config = self.strategy, self.config
+        values = strategy.experimental_distribute_values_from_function(
+            lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
+        global_batch = self.global_batch_size
+        model, optimizer = self.model, self.optimizer
+
+        def replica_step(batch):
+            images, labels = batch
+            if config.mode == "train":
+                return steps.train(model, optimizer, images, labels, global_batch)
+            return steps.forward(model, images) / strategy.num_replicas_in_sync
+
+        @tf.function(jit_compile=config.xla or None)
+        def step(batch):
+            per_replica = strategy.run(replica_step, args=(batch,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        return lambda: step(values).numpy()
+
+    def _replica_batch(self, shard: int):
+        from tfbench.data import batch_for
+
+        return batch_for(self.config, self.config.batch_size, shard)
+
+    def setup(self) -> Callable[[], object]:
+        with self.device_scope():
+            self.build_model()
+            self.after_build()
+            self.initial_weights = self.weights()
+            return self.make_step()
+
+    def after_build(self) -> None:
+        """Hook: e.g. Horovod broadcasts rank 0's initial variables here."""
+
+    def run(self, reporter=None, profiler=None) -> List[Measurement]:
+        step = self.setup()
+        probe = placement.PlacementProbe()
+        with self.device_scope():
+            timings = benchmark.run_steps(step, self.config, reporter, profiler, first_warmup=probe)
+        extra = dict(self.summary())
+        extra["placement"] = probe.report(self.config, self.device, self.model.variables)
+        return [Measurement(self.task.role, self.task.index,
+                            self.config.batch_size * self.local_replicas, timings, extra)]

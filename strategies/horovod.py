@@ -1,0 +1,65 @@
+"""Horovod (Gloo): each rank runs the default strategy; hvd.DistributedGradientTape averages
+gradients across ranks, and rank 0's initial variables are broadcast before the first step."""
+from __future__ import annotations
+
+from typing import Callable
+
+from strategies.base import SyncAdapter
+from tfbench import steps
+from tfbench.errors import ConfigError
+
+
+def import_horovod():
+    try:
+        import horovod.tensorflow as hvd
+    except ImportError as e:
+        raise ConfigError(f"Horovod is not installed ({e}); build it with `make horovod`, see BUILD.md") from None
+    return hvd
+
+
+class HorovodAdapter(SyncAdapter):
+    def make_strategy(self):
+        from tfbench.tf_import import tf
+
+        self.hvd = import_horovod()
+        self.hvd.init()
+        return tf.distribute.get_strategy()
+
+    @property
+    def replicas(self) -> int:
+        return self.hvd.size()
+
+    @property
+    def local_replicas(self) -> int:
+        return 1
+
+    def after_build(self) -> None:
+        variables = list(self.model.variables)
+        if self.config.mode == "train":
+            variables += list(self.optimizer.variables())
+        self.hvd.broadcast_variables(variables, root_rank=0)
+
+    def make_step(self) -> Callable[[], object]:
+        from tfbench.tf_import import tf
+
+        hvd, config, model, optimizer = self.hvd, self.config, self.model, self.optimizer
+        images, labels = self._replica_batch(hvd.rank())
+        compression = hvd.Compression.fp16 if config.horovod_fp16_allreduce else hvd.Compression.none
+
+        def wrap(tape):
+            return hvd.DistributedGradientTape(tape, compression=compression)
+
+        @tf.function(jit_compile=config.xla or None)
+        def step(images, labels):
+            if config.mode == "train":
+                # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
+                return steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
+            return steps.forward(model, images)
+
+        return lambda: step(images, labels).numpy()
+
+    def summary(self):
+        out = super().summary()
+        out["horovod_fp16_allreduce"] = self.config.horovod_fp16_allreduce
+        out["horovod_rank"] = self.hvd.rank()
+        return out

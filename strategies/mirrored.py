@@ -1,0 +1,17 @@
+"""MirroredStrategy over this task's devices: GPUs when asked and present, else logical CPUs
+(--num_local_devices splits the CPU), as a single-machine all-reduce baseline."""
+import contextlib
+
+from strategies import placement
+from strategies.base import SyncAdapter
+
+
+class MirroredAdapter(SyncAdapter):
+    def make_strategy(self):
+        from tfbench.tf_import import tf
+
+        devices = placement.local_devices(self.config, self.config.num_local_devices or 1)
+        return tf.distribute.MirroredStrategy(devices=devices)
+
+    def device_scope(self):
+        return contextlib.nullcontext()  # the strategy places replicas on its devices

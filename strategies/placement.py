@@ -1,0 +1,160 @@
+"""Hard or soft device placement, CPU-only or GPU, and a report of where things actually ran.
+
+hard: every op runs under an explicit device scope with soft placement off, so an impossible
+placement fails loudly. soft: the same scopes, but TensorFlow may move ops (e.g. to the CPU when
+no GPU exists); the report then shows what moved. cpu hides every GPU from the task.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+from typing import Callable, Dict, Optional
+
+from tfbench.errors import ConfigError
+
+
+def configure_environment(config) -> None:
+    """Before TensorFlow is imported: hide GPUs for --device=cpu."""
+    if config.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+
+
+def configure_runtime(config, intra_threads: int, inter_threads: int, num_local_devices: int = 0) -> None:
+    """After import, before any op runs: threads, soft placement, placement logging, devices."""
+    from tfbench.tf_import import tf
+
+    if intra_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(intra_threads)
+    if inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(inter_threads)
+    if config.device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+    tf.config.set_soft_device_placement(config.placement == "soft")
+    if config.log_device_placement:
+        tf.debugging.set_log_device_placement(True)
+    if num_local_devices > 1 and not gpus():
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_local_devices)])
+
+
+def gpus():
+    from tfbench.tf_import import tf
+
+    return tf.config.list_physical_devices("GPU")
+
+
+def compute_device(config) -> str:
+    """The device scope steps and variables are placed under.
+
+    --device=gpu without a GPU: hard placement is refused here (before any op); soft placement
+    keeps the GPU scope and lets TensorFlow fall back to the CPU, which the report records.
+    """
+    if config.device == "gpu":
+        if not gpus() and config.placement == "hard":
+            raise ConfigError("--device=gpu with --placement=hard needs a GPU, and this machine has none")
+        return "/device:GPU:0"
+    return "/device:CPU:0"
+
+
+def local_devices(config, count: int):
+    """Device names for MirroredStrategy: GPUs when asked and present, else logical CPUs."""
+    from tfbench.tf_import import tf
+
+    if config.device == "gpu" and gpus():
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
+    else:
+        names = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return names[:max(1, count)]
+
+
+_DEVICE = re.compile(r"device:([A-Z]+):(\d+)", re.IGNORECASE)
+
+
+def short_device(name: str) -> str:
+    """'/job:ps/replica:0/task:1/device:CPU:0' -> 'ps:1/CPU:0'; '' -> 'unplaced'."""
+    if not name:
+        return "unplaced"
+    m = _DEVICE.search(name)
+    dev = f"{m.group(1).upper()}:{m.group(2)}" if m else name
+    job = re.search(r"/job:([^/]+)", name)
+    task = re.search(r"/task:(\d+)", name)
+    if not job or job.group(1) == "localhost":
+        return dev
+    return f"{job.group(1)}:{task.group(1) if task else 0}/{dev}"
+
+
+def capture_op_devices(run_step: Callable[[], object]) -> Dict[str, int]:
+    """Runs one step with run metadata on and counts the executed graph's ops per device.
+
+    The partition graphs are what the placer decided (after soft placement moved anything),
+    not what the code requested. Empty when the step ran remotely (parameter servers).
+    """
+    from tensorflow.python.eager import context
+
+    context.enable_run_metadata()
+    try:
+        run_step()
+        metadata = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    counts: Dict[str, int] = collections.Counter()
+    graphs = [pg for fg in metadata.function_graphs for pg in fg.partition_graphs] or list(metadata.partition_graphs)
+    for graph in graphs:
+        for node in graph.node:
+            counts[short_device(node.device)] += 1
+    return dict(counts)
+
+
+def requested_op_devices(concrete_function) -> Dict[str, int]:
+    """Ops per requested device in a function graph (used where run metadata cannot see)."""
+    counts: Dict[str, int] = collections.Counter()
+    for op in concrete_function.graph.get_operations():
+        counts[short_device(op.device)] += 1
+    return dict(counts)
+
+
+def variable_devices(variables) -> Dict[str, int]:
+    counts: Dict[str, int] = collections.Counter()
+    for v in variables:
+        for component in getattr(v, "values", None) or getattr(v, "variables", None) or [v]:
+            counts[short_device(getattr(component, "device", ""))] += 1
+    return dict(counts)
+
+
+def report(config, device: str, op_devices: Dict[str, int], var_devices: Dict[str, int],
+           source: str, note: Optional[str] = None) -> dict:
+    """What the task records about placement, so comparisons can show what soft placement did."""
+    used = {d.split("/")[-1].split(":")[0] for d in op_devices if d != "unplaced"}
+    fallback = config.device == "gpu" and "GPU" not in used and bool(op_devices)
+    out = {
+        "placement": config.placement,
+        "requested_device": config.device,
+        "device_scope": device,
+        "gpus_visible": len(gpus()),
+        "op_devices": op_devices,
+        "op_devices_source": source,
+        "variable_devices": var_devices,
+        "fallback_to_cpu": fallback,
+    }
+    if note:
+        out["note"] = note
+    return out
+
+
+class PlacementProbe:
+    """Runs the first warm-up step with run metadata on and keeps the op counts it saw."""
+
+    def __init__(self):
+        self.op_devices: Dict[str, int] = {}
+        self.probed = False
+
+    def __call__(self, step: Callable[[], object]) -> None:
+        self.op_devices = capture_op_devices(step)
+        self.probed = True
+
+    def report(self, config, device: str, variables) -> dict:
+        note = None if self.probed else "no warm-up step to probe placement on"
+        return report(config, device, self.op_devices, variable_devices(variables),
+                      "run_metadata" if self.probed else "none", note)

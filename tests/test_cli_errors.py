@@ -1,0 +1,71 @@
+"""Bad input ends with one clear line on stderr and exit code 2, before anything is written."""
+import os
+
+import pytest
+
+from conftest import run_cli
+
+BAD_INPUTS = [
+    (["--model=vgg99"], "--model='vgg99' is unknown"),
+    (["--mode=backward"], "--mode='backward' is unknown"),
+    (["--batch_size=0"], "--batch_size must be positive"),
+    (["--batch_size=-3"], "--batch_size must be positive"),
+    (["--num_steps=0"], "--num_steps must be positive"),
+    (["--num_warmup_steps=-1"], "--num_warmup_steps must be 0 or more"),
+    (["--model=resnet50", "--image_size=16"], "too small for resnet50"),
+    (["--data_format=NCWH"], "--data_format='NCWH' is unknown"),
+    (["--data_format=NCHW"], "NCHW needs --device=gpu"),
+    (["--strategy=ring"], "--strategy='ring' is unknown"),
+    (["--strategy=default", "--num_workers=2"], "runs one task"),
+    (["--strategy=multi_worker_mirrored", "--num_ps=1"], "--num_ps applies to --strategy=parameter_server"),
+    (["--ps_sync"], "--ps_sync applies to --strategy=parameter_server"),
+    (["--device=tpu"], "--device='tpu' is unknown"),
+    (["--device=gpu", "--placement=hard"], "needs a GPU"),
+    (["--batch_size=abc"], "batch_size"),
+    (["--num_classes=1"], "--num_classes must be at least 2"),
+    (["--profile_steps=99"], "outside the run's steps"),
+    (["--run_id=../escape"], "--run_id='../escape' must be"),
+    (["--all_reduce=ring"], "--all_reduce applies to --strategy=multi_worker_mirrored"),
+    (["--no_such_flag=1"], "no_such_flag"),
+    (["positional"], "unexpected arguments"),
+]
+
+
+@pytest.mark.parametrize("args,expected", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_line(tmp_path, args, expected):
+    logdir = tmp_path / "runs"
+    result = run_cli(f"--logdir={logdir}", *args, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tfbench: error: ")
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr
+    assert not logdir.exists() or not any(logdir.iterdir())
+
+
+def test_unwritable_logdir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = run_cli(f"--logdir={blocker}/runs", timeout=60)
+    assert result.returncode == 2
+    assert "cannot be created" in result.stderr
+
+
+def test_existing_run_id_is_never_overwritten(tmp_path):
+    (tmp_path / "runs" / "taken").mkdir(parents=True)
+    (tmp_path / "runs" / "taken" / "results.jsonl").write_text("{}\n")
+    result = run_cli(f"--logdir={tmp_path / 'runs'}", "--run_id=taken", timeout=60)
+    assert result.returncode == 2
+    assert "already exists" in result.stderr
+    assert (tmp_path / "runs" / "taken" / "results.jsonl").read_text() == "{}\n"
+
+
+def test_flagfile_and_helpfull(tmp_path):
+    flagfile = tmp_path / "flags.txt"
+    flagfile.write_text("--batch_size=0\n")
+    result = run_cli(f"--flagfile={flagfile}", f"--logdir={tmp_path}", timeout=60)
+    assert result.returncode == 2 and "--batch_size must be positive" in result.stderr
+    helped = run_cli("--helpfull", timeout=60)
+    assert "--ps_placement" in helped.stdout + helped.stderr
+    assert os.path.exists(flagfile)

@@ -1,0 +1,99 @@
+"""The per-task timing loop: warm-up steps, then measured steps, each timed until its result
+is on the host. Reporting (progress file, TensorBoard, console) happens between steps, outside
+the timed region."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, List, Optional
+
+from cluster import progress
+from tfbench.events import EventWriter
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTiming:
+    start_wall: float  # time.time() when the step started
+    duration_s: float  # perf_counter() interval, ending when the result reached the host
+
+
+class Reporter:
+    """Where a task reports its steps: progress file (launcher), TensorBoard, console."""
+
+    def __init__(self, run_dir: str, task_name: str, tb_dir: str, config, images_per_step: int):
+        self.run_dir, self.task_name, self.config = run_dir, task_name, config
+        self.images_per_step = images_per_step
+        self.events = EventWriter(tb_dir, suffix=".perf")
+        self.total = config.total_steps
+
+    def phase(self, phase: str, step: int = 0) -> None:
+        progress.write_progress(self.run_dir, self.task_name, phase, step, self.total)
+
+    def step_done(self, i: int, timing: StepTiming, measured: bool) -> None:
+        c = self.config
+        if measured:
+            k = i - c.num_warmup_steps
+            self.events.scalars({"perf/step_time_ms": timing.duration_s * 1e3,
+                                 "perf/images_per_sec": self.images_per_step / timing.duration_s},
+                                step=k, wall_time=timing.start_wall + timing.duration_s)
+        self.phase("measure" if measured else "warmup", i + 1)
+        if (i + 1) % c.display_every == 0 or i + 1 == self.total:
+            label = "measured" if measured else "warm-up"
+            print(f"{self.task_name}: step {i + 1}/{self.total} ({label}) "
+                  f"{timing.duration_s * 1e3:.1f} ms, {self.images_per_step / timing.duration_s:.1f} images/sec",
+                  flush=True)
+
+    def close(self) -> None:
+        self.events.close()
+
+
+class Profiler:
+    """Captures a TensorFlow profile of the steps --profile_steps names (first..last)."""
+
+    def __init__(self, steps, logdir: str):
+        self.first, self.last = (min(steps), max(steps)) if steps else (-1, -1)
+        self.logdir, self.active = logdir, False
+
+    def before(self, i: int) -> None:
+        if i == self.first:
+            from tfbench.tf_import import tf
+
+            tf.profiler.experimental.start(self.logdir)
+            self.active = True
+
+    def after(self, i: int) -> None:
+        if self.active and i == self.last:
+            from tfbench.tf_import import tf
+
+            tf.profiler.experimental.stop()
+            self.active = False
+
+
+def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] = None,
+              profiler: Optional[Profiler] = None,
+              first_warmup: Optional[Callable[[Callable[[], object]], object]] = None) -> List[StepTiming]:
+    """Runs warm-up + measured steps; returns the measured steps' timings only.
+
+    `step` must return only once its result is materialised on the host (e.g. `.numpy()`).
+    `first_warmup(step)`, if given, runs the first warm-up step instead (e.g. with run metadata
+    on, to see where ops were placed); it is never used on a measured step.
+    """
+    measured: List[StepTiming] = []
+    for i in range(config.total_steps):
+        if profiler:
+            profiler.before(i)
+        start_wall = time.time()
+        t0 = time.perf_counter()
+        if i == 0 and first_warmup is not None and config.num_warmup_steps > 0:
+            first_warmup(step)
+        else:
+            step()
+        timing = StepTiming(start_wall, time.perf_counter() - t0)
+        if profiler:
+            profiler.after(i)
+        is_measured = i >= config.num_warmup_steps
+        if is_measured:
+            measured.append(timing)
+        if reporter:
+            reporter.step_done(i, timing, is_measured)
+    return measured

@@ -1,0 +1,93 @@
+"""`python -m tfbench`: validate flags, plan the cluster, launch its tasks, print the table.
+
+The launcher process never imports TensorFlow (unless a GPU check needs it): every task runs in
+a process of its own, so the same code path serves one process and a cluster.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from absl import app, flags
+
+from tfbench import records
+from tfbench import config as config_lib
+from tfbench import flags as tfbench_flags
+from tfbench.errors import ConfigError
+
+FLAGS = flags.FLAGS
+
+
+def fail_usage(message: str) -> None:
+    print(f"tfbench: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def parse_flags(argv):
+    """absl parsing, but a bad flag is one line and exit code 2 (absl would print usage, exit 1)."""
+    tfbench_flags.define_flags()
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        fail_usage(str(e).splitlines()[0])
+
+
+def validated_config() -> config_lib.RunConfig:
+    config = config_lib.validate(tfbench_flags.config_from_flags())
+    if config.strategy == "horovod":
+        check_horovod()
+    if not config.run_id:
+        from tfbench.rundir import default_run_id
+
+        config = config.replace(run_id=default_run_id(config.model, config.strategy, config.num_workers))
+    return config
+
+
+def check_horovod() -> None:
+    import importlib.util
+
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    if importlib.util.find_spec("horovod") is None or not os.path.exists(horovodrun):
+        raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
+
+
+def main(argv) -> int:
+    if len(argv) > 1:
+        fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
+    from cluster.topology import make_plan
+
+    try:
+        config = validated_config()
+        plan = make_plan(config)
+    except ConfigError as e:
+        fail_usage(str(e))
+    return launch(config, plan)
+
+
+def launch(config, plan) -> int:
+    from cluster import launcher
+    from tfbench import environment, rundir, table
+    from tfbench.hparams import write_hparams
+    from tfbench.monitor import Monitor
+
+    try:
+        run = rundir.create(config.logdir, config.run_id)
+    except ConfigError as e:
+        fail_usage(str(e))
+    run.write_json("config.json", config.to_dict())
+    run.write_json("plan.json", plan.to_dict())
+    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
+    result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
+    write_hparams(run, config, result.cluster_record)
+    if result.ok and result.cluster_record:
+        tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
+        print(table.render(config, result.cluster_record, tasks), flush=True)
+        print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+    else:
+        print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
+    return result.exit_code
+
+
+def run_main() -> None:
+    app.run(main, flags_parser=parse_flags)

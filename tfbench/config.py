@@ -1,0 +1,211 @@
+"""RunConfig: every setting of a run in one frozen, validated value.
+
+Validation happens here and only here, before any process is spawned or any file written, so
+that every bad value or combination ends with one clear line (ConfigError) instead of a
+traceback from inside TensorFlow.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Optional, Tuple
+
+from tfbench.errors import ConfigError
+from tfbench.models import MODELS
+
+STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "parameter_server", "horovod")
+MULTI_TASK_STRATEGIES = ("multi_worker_mirrored", "parameter_server", "horovod")
+MODES = ("train", "forward")
+DATA_FORMATS = ("NHWC", "NCHW")
+PLACEMENTS = ("soft", "hard")
+DEVICES = ("cpu", "gpu")
+PS_PLACEMENTS = ("collocated", "separate")
+ALL_REDUCE = ("auto", "ring", "nccl")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One benchmark run. `batch_size` is per replica, as in tf_cnn_benchmarks."""
+
+    model: str = "resnet50"
+    mode: str = "train"
+    batch_size: int = 32
+    image_size: int = 224
+    source_image_size: int = 0  # 0: image_size * 300 / 224, the ImageNet-like 300 -> 224 crop
+    num_classes: int = 1000
+    data_format: str = "NHWC"
+    num_warmup_steps: int = 5
+    num_steps: int = 10
+    learning_rate: float = 0.1
+    logdir: str = "runs"
+    run_id: str = ""
+    num_intra_threads: int = 0  # 0: the cores the task is given
+    num_inter_threads: int = 0  # 0: chosen from the cores the task is given
+    xla: bool = False
+    seed: int = 0
+    display_every: int = 10
+    # Distribution.
+    strategy: str = "default"
+    num_workers: int = 1
+    num_ps: int = 0  # 0 with parameter_server: one ps
+    ps_placement: str = "collocated"
+    ps_sync: bool = False
+    hosts: Tuple[str, ...] = ("localhost",)
+    base_port: int = 0  # 0: free ports picked on this machine; else ports from here up per host
+    evaluator: bool = False
+    all_reduce: str = "auto"
+    num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
+    horovod_fp16_allreduce: bool = False
+    # Placement.
+    placement: str = "soft"
+    device: str = "cpu"
+    log_device_placement: bool = False
+    # Run control and monitoring.
+    deadline: float = 0.0  # seconds for the whole run; 0: none
+    stall_timeout: float = 600.0  # seconds without step progress from any worker
+    monitor: bool = True
+    monitor_interval: float = 1.0
+    profile_steps: Tuple[int, ...] = ()
+
+    # ---- derived values -------------------------------------------------------------------
+    @property
+    def effective_source_image_size(self) -> int:
+        return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
+
+    @property
+    def effective_num_ps(self) -> int:
+        if self.strategy != "parameter_server":
+            return 0
+        return self.num_ps or 1
+
+    @property
+    def total_steps(self) -> int:
+        return self.num_warmup_steps + self.num_steps
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["hosts"] = list(self.hosts)
+        d["profile_steps"] = list(self.profile_steps)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        for key in ("hosts", "profile_steps"):
+            if key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def replace(self, **changes) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
+    """Returns `config` if it can run; raises ConfigError with one line otherwise.
+
+    `gpu_count` is looked up lazily (it needs TensorFlow) and only when the config asks for a
+    GPU or for NCHW, so that most runs validate without importing TensorFlow.
+    """
+    c = config
+
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            raise ConfigError(message)
+
+    need(c.model in MODELS, f"--model={c.model!r} is unknown; choose one of {', '.join(sorted(MODELS))}")
+    need(c.mode in MODES, f"--mode={c.mode!r} is unknown; choose train or forward")
+    need(c.strategy in STRATEGIES, f"--strategy={c.strategy!r} is unknown; choose one of {', '.join(STRATEGIES)}")
+    need(c.batch_size > 0, f"--batch_size must be positive (per replica), got {c.batch_size}")
+    need(c.num_steps > 0, f"--num_steps must be positive, got {c.num_steps}")
+    need(c.num_warmup_steps >= 0, f"--num_warmup_steps must be 0 or more, got {c.num_warmup_steps}")
+    need(c.num_classes >= 2, f"--num_classes must be at least 2, got {c.num_classes}")
+    need(c.learning_rate > 0, f"--learning_rate must be positive, got {c.learning_rate}")
+    spec = MODELS[c.model]
+    need(c.image_size >= spec.min_image_size,
+         f"--image_size={c.image_size} is too small for {c.model}; it needs at least {spec.min_image_size}")
+    need(c.image_size <= 2048, f"--image_size={c.image_size} is larger than tfbench supports (2048)")
+    need(c.source_image_size == 0 or c.source_image_size >= c.image_size,
+         f"--source_image_size={c.source_image_size} is smaller than --image_size={c.image_size}; images are cropped, not enlarged")
+    need(c.data_format in DATA_FORMATS, f"--data_format={c.data_format!r} is unknown; choose NHWC or NCHW")
+    need(c.num_intra_threads >= 0, f"--num_intra_threads must be 0 (auto) or more, got {c.num_intra_threads}")
+    need(c.num_inter_threads >= 0, f"--num_inter_threads must be 0 (auto) or more, got {c.num_inter_threads}")
+    need(c.display_every > 0, f"--display_every must be positive, got {c.display_every}")
+    need(c.placement in PLACEMENTS, f"--placement={c.placement!r} is unknown; choose soft or hard")
+    need(c.device in DEVICES, f"--device={c.device!r} is unknown; choose cpu or gpu")
+    need(c.ps_placement in PS_PLACEMENTS, f"--ps_placement={c.ps_placement!r} is unknown; choose collocated or separate")
+    need(c.all_reduce in ALL_REDUCE, f"--all_reduce={c.all_reduce!r} is unknown; choose auto, ring or nccl")
+    need(not c.run_id or bool(_RUN_ID.match(c.run_id)),
+         f"--run_id={c.run_id!r} must be letters, digits, '.', '_' or '-' (at most 128)")
+    need(c.deadline >= 0, f"--deadline must be 0 (none) or positive seconds, got {c.deadline}")
+    need(c.stall_timeout > 0, f"--stall_timeout must be positive seconds, got {c.stall_timeout}")
+    need(c.monitor_interval >= 0.1, f"--monitor_interval must be at least 0.1 s, got {c.monitor_interval}")
+    need(c.num_local_devices >= 0, f"--num_local_devices must be 0 or more, got {c.num_local_devices}")
+    need(0 <= c.base_port < 65536, f"--base_port must be a TCP port, got {c.base_port}")
+    need(all(h.strip() for h in c.hosts) and len(c.hosts) > 0, "--hosts must be a comma-separated list of host names")
+    for step in c.profile_steps:
+        need(0 <= step < c.total_steps,
+             f"--profile_steps={step} is outside the run's steps 0..{c.total_steps - 1}")
+
+    # Distribution.
+    need(c.num_workers >= 1, f"--num_workers must be at least 1, got {c.num_workers}")
+    need(c.num_workers <= 64, f"--num_workers={c.num_workers} is more than tfbench launches (64)")
+    if c.strategy not in MULTI_TASK_STRATEGIES:
+        need(c.num_workers == 1, f"--strategy={c.strategy} runs one task; use multi_worker_mirrored, parameter_server or horovod for --num_workers={c.num_workers}")
+    need(c.num_ps >= 0, f"--num_ps must be 0 or more, got {c.num_ps}")
+    if c.strategy != "parameter_server":
+        need(c.num_ps == 0, f"--num_ps applies to --strategy=parameter_server only")
+        need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
+        need(not c.evaluator, "--evaluator applies to --strategy=parameter_server only")
+    need(c.strategy == "multi_worker_mirrored" or c.all_reduce == "auto",
+         "--all_reduce applies to --strategy=multi_worker_mirrored only")
+    need(c.strategy == "horovod" or not c.horovod_fp16_allreduce,
+         "--horovod_fp16_allreduce applies to --strategy=horovod only")
+    need(c.num_local_devices <= 1 or c.strategy in ("default", "mirrored"),
+         "--num_local_devices applies to --strategy=mirrored or default only")
+    need(c.strategy != "default" or c.num_local_devices <= 1,
+         "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
+    need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
+
+    # Devices: NCHW convolutions and GPU placement need a GPU.
+    need(not (c.data_format == "NCHW" and c.device == "cpu"),
+         "--data_format=NCHW needs --device=gpu: TensorFlow's CPU convolutions run NHWC only")
+    if c.device == "gpu" and (c.placement == "hard" or c.data_format == "NCHW"):
+        gpus = gpu_count if gpu_count is not None else count_gpus()
+        need(gpus > 0, f"--device=gpu with --placement={c.placement}"
+             f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
+
+    _check_logdir(c.logdir, c.run_id)
+    return c
+
+
+def _check_logdir(logdir: str, run_id: str) -> None:
+    """The logdir must be creatable and writable, and a named run must not exist yet."""
+    path = os.path.abspath(logdir)
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise ConfigError(f"--logdir={logdir!r} cannot be created: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--logdir={logdir!r} is not writable")
+    if run_id and os.path.exists(os.path.join(path, run_id)):
+        raise ConfigError(f"run {run_id!r} already exists in {logdir}; runs are never overwritten, pick another --run_id")
+
+
+def count_gpus() -> int:
+    """Number of GPUs TensorFlow can see, without initialising them."""
+    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
+        return 0
+    from tfbench.tf_import import tf
+
+    return len(tf.config.list_physical_devices("GPU"))

@@ -1,0 +1,73 @@
+"""environment.json: what a result depends on besides its flags (versions, CPU, GPUs, host)."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+
+PACKAGES = ("tensorflow-cpu", "tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
+
+
+def _version(package: str):
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def gpus() -> list:
+    """GPU names from nvidia-smi, without starting TensorFlow; [] when there are none."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def horovod_check_build() -> str:
+    """`horovodrun --check-build`: which frameworks, controllers and tensor operations it has."""
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    if not os.path.exists(horovodrun):
+        return "horovodrun not installed"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    try:
+        out = subprocess.run([horovodrun, "--check-build"], capture_output=True, text=True, timeout=120,
+                             env=env, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"horovodrun --check-build failed: {e}"
+    return out.stdout.strip()
+
+
+def collect(with_horovod: bool = False) -> dict:
+    env = {
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cores_available": sorted(os.sched_getaffinity(0)),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "gpus": gpus(),
+        "versions": {p: _version(p) for p in PACKAGES},
+    }
+    if with_horovod:
+        env["horovod_check_build"] = horovod_check_build()
+    return env

@@ -1,0 +1,9 @@
+"""Errors that tfbench reports as one line instead of a traceback."""
+
+
+class ConfigError(ValueError):
+    """A bad flag value or combination; reported before anything is spawned (exit code 2)."""
+
+
+class RunError(RuntimeError):
+    """A run that started but failed (exit code 1)."""

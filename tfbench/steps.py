@@ -1,0 +1,42 @@
+"""The work of one step, shared by every strategy so that differences are the strategies'.
+
+train: loss, gradients, SGD update; forward: model(x, training=False) only. Losses are
+averaged over the global batch (tf.nn.compute_average_loss), so summing the replicas'
+gradients gives the gradient of the mean loss over the global batch.
+"""
+from __future__ import annotations
+
+from tfbench.tf_import import keras, tf
+
+
+def per_example_loss(labels, logits):
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def scaled_loss(model, images, labels, global_batch_size: int):
+    logits = model(images, training=True)
+    return tf.nn.compute_average_loss(per_example_loss(labels, logits), global_batch_size=global_batch_size)
+
+
+def gradients(model, images, labels, global_batch_size: int, tape_wrapper=None):
+    """(loss, gradients of the trainable variables); `tape_wrapper` lets Horovod wrap the tape."""
+    with tf.GradientTape() as tape:
+        loss = scaled_loss(model, images, labels, global_batch_size)
+    if tape_wrapper is not None:
+        tape = tape_wrapper(tape)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+
+def train(model, optimizer, images, labels, global_batch_size: int, tape_wrapper=None):
+    loss, grads = gradients(model, images, labels, global_batch_size, tape_wrapper)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+def forward(model, images):
+    """Inference only; the reduction makes the host fetch depend on every logit."""
+    return tf.reduce_mean(model(images, training=False))
+
+
+def optimizer(config):
+    return keras.optimizers.SGD(learning_rate=config.learning_rate)

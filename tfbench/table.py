@@ -1,0 +1,34 @@
+"""The result table a run prints: one row per task, then the cluster."""
+from __future__ import annotations
+
+from typing import List
+
+
+def _row(name: str, rate: float, stats: dict) -> str:
+    ms = lambda key: stats[key] * 1e3  # noqa: E731
+    ci = stats["ci95_s"] * 1e3
+    return (f"{name:<12} {rate:>10.1f} {ms('mean_s'):>9.1f} {ms('median_s'):>9.1f} {ms('p90_s'):>9.1f} "
+            f"{ms('std_s'):>8.1f} {ci:>8.1f} {ms('jitter_s'):>8.1f}")
+
+
+def render(config, cluster: dict, tasks: List[dict]) -> str:
+    """Per-replica and global batch both appear, as DESIGN.md asks."""
+    first = tasks[0] if tasks else {}
+    replicas = first.get("replicas", config.num_workers)
+    lines = [
+        f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
+        + (f"  ps={config.effective_num_ps} ({config.ps_placement}, {'sync' if config.ps_sync else 'async'})"
+           if config.strategy == "parameter_server" else "")
+        + f"  placement={config.placement}  device={config.device}",
+        f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
+        f"image={config.image_size}px  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
+        f"{'task':<12} {'images/s':>10} {'mean ms':>9} {'median':>9} {'p90':>9} {'std':>8} {'±95%CI':>8} {'jitter':>8}",
+    ]
+    for t in sorted(tasks, key=lambda r: (r["role"], r["index"])):
+        name = f"{t['role']}_{t['index']}" + ("*" if t.get("counts_toward_cluster") is False else "")
+        lines.append(_row(name, t["images_per_sec"], t["stats"]))
+    lines.append(_row("cluster", cluster["images_per_sec"], cluster["stats"]))
+    lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.3f} s measured window")
+    if any(t.get("counts_toward_cluster") is False for t in tasks):
+        lines.append("* coordinator/evaluator view; not counted in the cluster rate")
+    return "\n".join(lines)

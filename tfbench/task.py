@@ -1,0 +1,147 @@
+"""The entry point of one task process: `python -m tfbench.task --run_dir D --task NAME`.
+
+It reads its TaskSpec from the run's plan.json (Horovod ranks: `--task horovod`, and the rank
+from horovodrun's environment), pins its cores and threads before TensorFlow starts, builds its
+strategy adapter, runs warm-up and measured steps, and appends its own result records.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from cluster import progress
+from cluster.spec import ClusterPlan, TaskSpec
+from tfbench import records
+from tfbench.config import RunConfig
+from tfbench.errors import ConfigError
+from tfbench.rundir import RunDir
+
+DUMP_WEIGHTS_ENV = "TFBENCH_DUMP_WEIGHTS"  # path: save initial/final weights (aggregation tests)
+
+
+def resolve_task(plan: ClusterPlan, name: str) -> TaskSpec:
+    if name == "horovod":
+        rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "-1")))
+        return plan.horovod_rank(rank)
+    return plan.task(name)
+
+
+def redirect_output(path: str) -> None:
+    """Horovod ranks share horovodrun's output; each also keeps its own log."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def prepare_process(config: RunConfig, task: TaskSpec) -> None:
+    """Everything that must happen before TensorFlow is imported."""
+    if task.cores:
+        os.sched_setaffinity(0, task.cores)
+    if task.tf_config is not None:
+        import json
+
+        os.environ["TF_CONFIG"] = json.dumps(task.tf_config)
+    from strategies import placement
+
+    placement.configure_environment(config)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run_dir", required=True)
+    parser.add_argument("--task", required=True)
+    args = parser.parse_args(argv)
+    run = RunDir(args.run_dir)
+    config = RunConfig.from_dict(run.read_json("config.json"))
+    plan = ClusterPlan.from_dict(run.read_json("plan.json"))
+    task = resolve_task(plan, args.task)
+    if args.task == "horovod":
+        redirect_output(run.task_log(task.name))
+    progress.write_progress(run.path, task.name, "starting", 0, config.total_steps)
+    prepare_process(config, task)
+    try:
+        run_task(run, config, plan, task)
+    except ConfigError as e:
+        print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as e:  # noqa: BLE001 - the task's log gets the traceback, the launcher its tail
+        traceback.print_exc()
+        print(f"tfbench: {task.name} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) -> None:
+    from strategies import placement
+
+    from tfbench.tf_import import tf  # noqa: F401  (after the environment is prepared)
+
+    local_devices = config.num_local_devices if config.strategy == "mirrored" else 0
+    placement.configure_runtime(config, task.intra_threads, task.inter_threads, local_devices)
+
+    def ready():
+        progress.write_progress(run.path, task.name, "ready", 0, config.total_steps)
+
+    if config.strategy == "parameter_server" and task.role in ("ps", "worker"):
+        from strategies.parameter_server import serve
+
+        serve(task, task.intra_threads, task.inter_threads, ready)
+        return
+    if task.role == "evaluator":
+        config = config.replace(strategy="default", mode="forward")
+    run_benchmark(run, config, plan, task, ready)
+
+
+def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec, ready) -> None:
+    import strategies
+    from tfbench.benchmark import Profiler, Reporter
+
+    adapter = strategies.create(config, task, plan)
+    ready()
+    reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
+                        images_per_step=config.batch_size * adapter.local_replicas
+                        if task.role != "chief" else config.batch_size * adapter.replicas)
+    profiler = Profiler(config.profile_steps, run.task_tb(task.name)) if config.profile_steps else None
+    try:
+        measurements = adapter.run(reporter, profiler)
+    finally:
+        reporter.close()
+    if hasattr(adapter, "write_worker_events"):
+        adapter.write_worker_events(run, measurements)
+    for m in measurements:
+        extra = dict(m.extra, pid=os.getpid(), cores=list(task.cores), host=task.host,
+                     intra_threads=task.intra_threads, inter_threads=task.inter_threads,
+                     num_warmup_steps=config.num_warmup_steps)
+        if task.role == "evaluator":
+            extra["counts_toward_cluster"] = False
+        records.append(run.results, records.task_record(
+            run_id=run.run_id, role=m.role if task.role != "evaluator" else "evaluator", index=m.index,
+            images_per_step=m.images_per_step, step_times_s=[t.duration_s for t in m.timings],
+            step_start_wall=[t.start_wall for t in m.timings], extra=extra))
+    dump_weights(adapter, task)
+    progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
+
+
+def dump_weights(adapter, task: TaskSpec) -> None:
+    """Saves initial and final weights and the data shards of one global step, for checks that
+    a distributed step equals a single-device step on the concatenated global batch."""
+    path = os.environ.get(DUMP_WEIGHTS_ENV)
+    if not path or task.index != 0 or task.role not in ("worker", "chief"):
+        return
+    if adapter.config.strategy == "parameter_server" and task.role != "chief":
+        return
+    import numpy as np
+
+    arrays = {f"initial_{i}": w for i, w in enumerate(adapter.initial_weights)}
+    arrays.update({f"final_{i}": w for i, w in enumerate(adapter.weights())})
+    np.savez(path, shards=np.asarray(adapter.data_shards()), **arrays)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

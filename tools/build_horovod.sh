@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build (once) and install Horovod 0.28.1 with Gloo, CPU-only, against the TensorFlow in $VENV.
+#
+# Horovod 0.28.1 is the last release and does not compile against TensorFlow 2.21 as shipped:
+# horovod/tensorflow/xla_mpi_ops.cc includes XLA headers TensorFlow has since moved. Those XLA
+# custom-call ops only serve GPU builds with XLA support, so a CPU/Gloo build drops that one
+# source file. The wheel is cached outside the clone (TFBENCH_WHEEL_CACHE) so that a fresh clone
+# installs in seconds instead of rebuilding for ~8 minutes. See BUILD.md.
+set -euo pipefail
+
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+HVD_VERSION=0.28.1
+CACHE=${TFBENCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfbench/wheels}
+TF_VERSION=$("$PY" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')
+CACHE_DIR="$CACHE/tf-$TF_VERSION"
+
+if "$PY" -c 'import horovod.tensorflow' 2>/dev/null; then
+  exit 0
+fi
+
+wheel=$(ls "$CACHE_DIR"/horovod-"$HVD_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
+if [ -z "$wheel" ]; then
+  echo "tfbench: building Horovod $HVD_VERSION (Gloo, CPU) against TensorFlow $TF_VERSION; about 8 minutes on 2 cores" >&2
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  "$PY" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "horovod==$HVD_VERSION"
+  tar -xzf "$work"/horovod-"$HVD_VERSION".tar.gz -C "$work"
+  src="$work/horovod-$HVD_VERSION"
+  sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+  mkdir -p "$CACHE_DIR"
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO \
+  MAKEFLAGS=${MAKEFLAGS:--j$(nproc)} \
+    "$PY" -m pip wheel --no-build-isolation --no-deps -w "$work/dist" "$src" >"$work/build.log" 2>&1 \
+    || { tail -n 40 "$work/build.log" >&2; echo "tfbench: Horovod build failed (full log above); see BUILD.md" >&2; exit 1; }
+  cp "$work"/dist/horovod-*.whl "$CACHE_DIR/"
+  wheel=$(ls "$CACHE_DIR"/horovod-"$HVD_VERSION"-*.whl | head -n 1)
+fi
+"$PY" -m pip install --quiet "$wheel"
+"$VENV/bin/horovodrun" --check-build >/dev/null
