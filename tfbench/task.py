@@ -38,8 +38,21 @@ def redirect_output(path: str) -> None:
     os.close(fd)
 
 
+def die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the launcher (or horovodrun) dies, even by SIGKILL."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass
+
+
 def prepare_process(config: RunConfig, task: TaskSpec) -> None:
     """Everything that must happen before TensorFlow is imported."""
+    die_with_parent()
     if task.cores:
         os.sched_setaffinity(0, task.cores)
     if task.tf_config is not None:

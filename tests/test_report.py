@@ -1,0 +1,195 @@
+"""tools.report on hand-made run directories whose numbers are known in advance.
+
+Runs (per-replica batch 16, 5 measured steps per worker, all workers starting together):
+  mwms w1 soft: 0.5 s steps -> 80 images / 2.5 s = 32 img/s
+  mwms w1 soft, repeat: 0.4 s steps -> 40 img/s           (point mean 36, spread sqrt(32))
+  mwms w1 hard: 0.625 s steps -> 25.6 img/s               (hard / soft = 25.6 / 36)
+  mwms w2 soft: 0.8 s steps -> 160 images / 4 s = 40 img/s (efficiency 40 / (2 x 36))
+  ps   w1: 0.6 s steps -> 26.666 img/s; ps w2: 1.0 s steps -> 32 img/s (efficiency 0.6)
+  plus one failed ps run.
+"""
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tfbench import records
+from tfbench.config import RunConfig
+from tools import aggregate, report
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+T0 = 1_700_000_000.0
+JITTER = (-0.02, 0.0, 0.02, 0.0, 0.0)  # keeps the sum of 5 steps at 5 x the nominal step
+
+
+def write_run(root, run_id, strategy, workers, step_s, *, placement="soft", resources=None, monitor=None):
+    path = os.path.join(root, run_id)
+    os.makedirs(path)
+    config = RunConfig(model="resnet50", image_size=64, batch_size=16, num_warmup_steps=3, num_steps=5,
+                       strategy=strategy, num_workers=workers, num_ps=1 if strategy == "parameter_server" else 0,
+                       placement=placement, logdir=root, run_id=run_id).to_dict()
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+    results = os.path.join(path, "results.jsonl")
+    tasks = []
+    for index in range(workers):
+        times = [step_s + j for j in JITTER]
+        starts = [T0 + sum(times[:k]) for k in range(len(times))]
+        rec = records.task_record(run_id=run_id, role="worker", index=index, images_per_step=16,
+                                  step_times_s=times, step_start_wall=starts,
+                                  extra={"replicas": workers, "global_batch_size": 16 * workers,
+                                         "batch_size": 16, "placement": {"requested": placement}})
+        records.append(results, rec)
+        tasks.append(rec)
+    extra = {"config": config, "strategy": strategy, "num_workers": workers, "num_ps": 1,
+             "resources": resources or {}}
+    records.append(results, records.cluster_record(run_id, tasks, extra=extra))
+    if monitor:
+        with open(os.path.join(path, "monitor.jsonl"), "w") as f:
+            f.writelines(json.dumps(m) + "\n" for m in monitor)
+
+
+def monitor_samples(tasks, seconds=8):
+    """One sample per task per second; the ps sends most, the chief idles, workers compute."""
+    scale = {"chief": 0.1, "worker": 1.0, "ps": 0.4, "host": 2.0}
+    samples = []
+    for t in range(seconds):
+        for name in tasks + ["host"]:
+            role, _, index = name.rpartition("_") if name != "host" else ("host", "", "0")
+            k = scale[role] * (1.1 if name == "worker_1" else 1.0)
+            tx = 2 * 8000.0 if role == "ps" else 8000.0 * k
+            samples.append({"time": T0 - 2 + t + 0.01 * int(index), "task": name, "role": role, "index": int(index),
+                            "cpu_percent": 90.0 * k + t, "cpu_percent_normalized": 45.0 * k, "rss_mb": 500.0 * k + 10 * t,
+                            "peak_rss_mb": 500.0 * k + 10 * t, "threads": 20, "net_tx_bytes": 1e3 * tx * t,
+                            "net_rx_bytes": 1e3 * tx * t, "net_tx_kbps": tx + t, "net_rx_kbps": tx - t})
+    samples.append({"time": T0, "task": "worker_0", "role": "worker"})  # a sample without numbers
+    return samples
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("runs"))
+    flat = {"worker_0": {"cpu_percent_mean": 95.0, "rss_mb_peak": 600.0, "net_tx_bytes": 1000, "net_rx_bytes": 2000}}
+    write_run(root, "mwms-w1", "multi_worker_mirrored", 1, 0.5, resources=flat)
+    write_run(root, "mwms-w1-again", "multi_worker_mirrored", 1, 0.4)
+    write_run(root, "mwms-w1-hard", "multi_worker_mirrored", 1, 0.625, placement="hard")
+    write_run(root, "mwms-w2", "multi_worker_mirrored", 2, 0.8)
+    write_run(root, "ps-w1", "parameter_server", 1, 0.6)
+    summary = {"tasks": {name: {"role": name.split("_")[0], "samples": 8, "cpu_percent_mean": 93.5,
+                                "rss_mb_peak": 570.0, "net_tx_bytes": 7_000_000 * (3 if name == "ps_0" else 1),
+                                "net_rx_bytes": 14_000_000} for name in ("chief_0", "worker_0", "worker_1", "ps_0")},
+               "workers_mean": {"tasks": 2, "cpu_percent_mean": 93.5}, "host": {"samples": 8}}
+    write_run(root, "ps-w2", "parameter_server", 2, 1.0, resources=summary,
+              monitor=monitor_samples(["chief_0", "worker_0", "worker_1", "ps_0"]))
+    failed = os.path.join(root, "ps-w2-failed")
+    os.makedirs(failed)
+    config = RunConfig(strategy="parameter_server", num_workers=2, batch_size=32, run_id="ps-w2-failed").to_dict()
+    records.append(os.path.join(failed, "results.jsonl"),
+                   {"kind": "cluster", "run_id": "ps-w2-failed", "status": "failed", "failed_task": "ps_0",
+                    "reason": "ps_0 exited with code 1: Resource exhausted", "config": config})
+    out = os.path.join(root, "report")
+    return root, out, report.build(root, out)
+
+
+def cluster_rows(out):
+    with open(os.path.join(out, "results.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    return rows, {r["run_id"]: r for r in rows if r["kind"] == "cluster"}
+
+
+def test_csv_has_one_row_per_record_with_config_and_efficiency(built):
+    _, out, _ = built
+    rows, cluster = cluster_rows(out)
+    assert len(cluster) == 7
+    assert len([r for r in rows if r["kind"] == "task"]) == 1 + 1 + 1 + 2 + 1 + 2
+    w2 = cluster["mwms-w2"]
+    assert float(w2["images_per_sec"]) == pytest.approx(40.0)
+    assert float(w2["scaling_efficiency"]) == pytest.approx(40.0 / (2 * 36.0))
+    assert w2["strategy"] == "multi_worker_mirrored" and w2["num_workers"] == "2" and w2["batch_size"] == "16"
+    assert w2["global_batch_size"] == "32" and w2["image_size"] == "64"
+    assert float(w2["step_mean_s"]) == pytest.approx(0.8)
+    assert float(w2["images_per_sec_ci95_low"]) < 40.0 < float(w2["images_per_sec_ci95_high"])
+    assert float(cluster["ps-w2"]["scaling_efficiency"]) == pytest.approx(32.0 / (2 * 80 / 3.0))
+    assert float(cluster["mwms-w1"]["scaling_efficiency"]) == pytest.approx(32.0 / 36.0)
+    assert cluster["mwms-w1-hard"]["placement"] == "hard"
+    assert float(cluster["ps-w2"]["resources.tasks.ps_0.net_tx_bytes"]) == 21_000_000
+    failed = cluster["ps-w2-failed"]
+    assert failed["status"] == "failed" and failed["failed_task"] == "ps_0"
+    assert failed["reason"] == "ps_0 exited with code 1: Resource exhausted"
+    assert failed["images_per_sec"] == "" and failed["batch_size"] == "32"
+
+
+def test_task_rows_carry_their_resources_and_record_fields(built):
+    _, out, _ = built
+    rows, _ = cluster_rows(out)
+    tasks = {(r["run_id"], r["task"]): r for r in rows if r["kind"] == "task"}
+    assert float(tasks[("ps-w2", "worker_1")]["resources.rss_mb_peak"]) == 570.0
+    assert float(tasks[("mwms-w1", "worker_0")]["resources.cpu_percent_mean"]) == 95.0
+    worker = tasks[("mwms-w2", "worker_1")]
+    assert float(worker["images_per_sec"]) == pytest.approx(20.0)
+    assert worker["placement"] == "soft" and worker["placement.requested"] == "soft"
+    assert len(worker["step_times_s"].split()) == 5
+
+
+def test_repeats_are_combined(built):
+    _, _, rep = built
+    by_id = {tuple(r.run_id for r in p.runs): p for p in rep.points}
+    point = by_id[("mwms-w1", "mwms-w1-again")]
+    assert point.images_per_sec == pytest.approx(36.0)
+    assert point.spread == pytest.approx(math.sqrt(32.0))
+    assert point.stats["count"] == 10
+    assert len(rep.points) == 5
+
+
+def test_rate_interval_carries_the_step_time_ci_over():
+    low, high = aggregate.rate_interval(40.0, {"mean_s": 0.8, "ci95_s": 0.2})
+    assert low == pytest.approx(32.0) and high == pytest.approx(40.0 * 0.8 / 0.6)
+    assert all(math.isnan(v) for v in aggregate.rate_interval(40.0, {"mean_s": 0.8, "ci95_s": float("nan")}))
+
+
+def test_summary_lists_results_comparison_and_failures(built):
+    _, out, rep = built
+    with open(os.path.join(out, "summary.md")) as f:
+        text = f.read()
+    assert text == rep.markdown
+    assert "Model resnet50 at 64 px; 3 warm-up + 5 measured steps per run." in text
+    row = next(line for line in text.splitlines() if line.startswith("| multi_worker_mirrored | 2 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:8] == ["multi_worker_mirrored", "2", "0", "16", "32", "train", "soft", "cpu"]
+    assert cells[8] == "40.0" and cells[9] == "1" and cells[-1] == "56%"
+    assert "800.0 ± " in cells[11]
+    assert "| multi_worker_mirrored | 1 | 0 | 16 | 16 | train | hard | cpu | 25.6 | 1 | – |" in text
+    assert "## Hard vs soft placement" in text
+    assert "| multi_worker_mirrored | 1 | 0 | 16 | train | cpu | 36.0 | 25.6 | 0.71 |" in text
+    assert "## CPU vs GPU" not in text
+    assert "| ps-w2-failed | parameter_server | 2 | 32 |" in text
+    assert "ps_0 exited with code 1: Resource exhausted" in text
+
+
+@pytest.mark.parametrize("name", ["images_per_sec_vs_workers.png", "seconds_per_batch.png",
+                                  "scaling_efficiency.png", os.path.join("resources", "ps-w2.png")])
+def test_plots_are_png_files(built, name):
+    _, out, rep = built
+    path = os.path.join(out, name)
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.path.getsize(path) > 1024
+    assert f"({name})" in rep.markdown
+    assert sorted(os.listdir(os.path.join(out, "resources"))) == ["ps-w2.png"]
+
+
+def test_cli_prints_the_table_and_rejects_missing_dirs(built, tmp_path):
+    root, _, _ = built
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "tools.report", root, f"--out={out}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "| parameter_server | 2 | 1 | 16 | 32 | train | soft | cpu |" in proc.stdout
+    assert (out / "results.csv").exists() and (out / "summary.md").exists()
+    proc = subprocess.run([sys.executable, "-m", "tools.report", str(tmp_path / "missing")], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no such directory" in proc.stderr

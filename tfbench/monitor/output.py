@@ -1,0 +1,91 @@
+"""Writes monitor records as TensorBoard events and as monitor.jsonl in the run directory.
+
+Events use the sample's wall time and the sample number as step, so system series line up with
+the tasks' step-time events. Each task's series goes to tb/<task>/ next to its step times;
+the workers' series are also averaged into tb/workers_mean/, while ps and the coordinator keep
+only their own directories (DESIGN.md). Files carry a ".sys" suffix; TensorBoard follows
+several live files in one directory with --reload_multifile=true.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Dict, List
+
+from tfbench.events import EventWriter
+from tfbench.monitor.series import MB
+from tfbench.rundir import RunDir
+
+MONITOR_FILE = "monitor.jsonl"
+WORKERS_MEAN = "workers_mean"
+HOST = "host"
+_TASK_TAGS = ("cpu_percent", "cpu_percent_normalized", "rss_mb", "peak_rss_mb", "threads",
+              "net_tx_kbps", "net_rx_kbps", "gpu_mem_mb")
+
+
+def task_scalars(rec: dict) -> Dict[str, float]:
+    values = {f"sys/{key}": rec[key] for key in _TASK_TAGS if rec.get(key) is not None}
+    if rec.get("net_tx_bytes") is not None:
+        values["sys/net_tx_mb_total"] = rec["net_tx_bytes"] / MB
+        values["sys/net_rx_mb_total"] = rec["net_rx_bytes"] / MB
+    return values
+
+
+def host_scalars(rec: dict) -> Dict[str, float]:
+    values = {"host/cpu_percent": rec["cpu_percent"], "host/mem_used_mb": rec["mem_used_mb"]}
+    for name, nic in rec["net"].items():
+        tag = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        values[f"host/net_{tag}_tx_kbps"] = nic["tx_kbps"]
+        values[f"host/net_{tag}_rx_kbps"] = nic["rx_kbps"]
+        values[f"host/net_{tag}_tx_mb_total"] = nic["tx_bytes"] / MB
+        values[f"host/net_{tag}_rx_mb_total"] = nic["rx_bytes"] / MB
+    for gpu in rec.get("gpus", ()):
+        values[f"host/gpu{gpu['index']}_util_percent"] = gpu["util_percent"]
+        values[f"host/gpu{gpu['index']}_mem_used_mb"] = gpu["mem_used_mb"]
+    return values
+
+
+def mean_scalars(per_task: List[Dict[str, float]]) -> Dict[str, float]:
+    """Tag-wise mean over the tasks that reported the tag in this sample."""
+    sums: Dict[str, List[float]] = {}
+    for values in per_task:
+        for tag, value in values.items():
+            sums.setdefault(tag, []).append(value)
+    return {tag: sum(v) / len(v) for tag, v in sums.items()}
+
+
+class MonitorOutput:
+    def __init__(self, run: RunDir):
+        self._run = run
+        self._writers: Dict[str, EventWriter] = {}
+        self._jsonl = open(run.file(MONITOR_FILE), "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def _writer(self, name: str) -> EventWriter:
+        if name not in self._writers:
+            self._writers[name] = EventWriter(self._run.task_tb(name), suffix=".sys")
+        return self._writers[name]
+
+    def write(self, step: int, now: float, tasks: List[dict], host: dict) -> None:
+        with self._lock:
+            if self._jsonl.closed:
+                return
+            workers = []
+            for rec in tasks:
+                values = task_scalars(rec)
+                self._writer(rec["task"]).scalars(values, step, now)
+                if rec["role"] == "worker":
+                    workers.append(values)
+            if workers:
+                self._writer(WORKERS_MEAN).scalars(mean_scalars(workers), step, now)
+            self._writer(HOST).scalars(host_scalars(host), step, now)
+            for rec in tasks + [host]:
+                self._jsonl.write(json.dumps(rec, sort_keys=True) + "\n")
+            self._jsonl.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            for writer in self._writers.values():
+                writer.close()
+            self._jsonl.close()

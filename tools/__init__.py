@@ -1,0 +1,1 @@
+"""tfbench tools: reports, sweeps, exports and benchmarks of tfbench itself."""

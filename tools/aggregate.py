@@ -1,0 +1,171 @@
+"""From runs to points: repeats combined, scaling efficiency, and paired comparisons.
+
+A point is one configuration; its repeats are runs whose configs differ only in bookkeeping
+(run id, logdir, seed, monitoring, deadlines). Numbers follow DESIGN.md and come from
+tfbench.stats, so a report can never disagree with what tfbench printed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tfbench import stats
+from tfbench.config import STRATEGIES
+from tools.runs import Run
+
+# Config keys that do not change what was measured.
+_BOOKKEEPING = ("run_id", "logdir", "seed", "deadline", "stall_timeout", "monitor", "monitor_interval",
+                "display_every", "profile_steps", "log_device_placement", "base_port")
+
+
+def identity(config: Dict) -> Dict:
+    """The config that defines a point: bookkeeping dropped, num_ps made effective."""
+    ident = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k not in _BOOKKEEPING}
+    if ident.get("strategy") == "parameter_server":
+        ident["num_ps"] = ident.get("num_ps") or 1
+    else:
+        ident["num_ps"] = 0
+    return ident
+
+
+def _key(ident: Dict) -> Tuple:
+    return tuple(sorted(ident.items()))
+
+
+def rate_interval(rate: float, step_stats: Optional[Dict]) -> Tuple[float, float]:
+    """The 95% CI of the mean step time carried over to images/sec (rate ∝ 1 / step time).
+
+    The interval is asymmetric: a step-time interval [m - c, m + c] maps to
+    [rate·m/(m + c), rate·m/(m - c)].
+    """
+    if not step_stats:
+        return float("nan"), float("nan")
+    mean, ci = step_stats.get("mean_s", float("nan")), step_stats.get("ci95_s", float("nan"))
+    if not (math.isfinite(rate) and math.isfinite(mean) and math.isfinite(ci)) or mean <= 0:
+        return float("nan"), float("nan")
+    high = rate * mean / (mean - ci) if mean > ci else float("inf")
+    return rate * mean / (mean + ci), high
+
+
+@dataclasses.dataclass
+class Point:
+    config: Dict  # identity(config) of its runs
+    runs: List[Run]
+    efficiency: float = float("nan")  # vs the 1-worker point; set by add_scaling_efficiency
+
+    @property
+    def key(self) -> Tuple:
+        return _key(self.config)
+
+    @property
+    def rates(self) -> List[float]:
+        return [r.images_per_sec for r in self.runs]
+
+    @property
+    def images_per_sec(self) -> float:
+        """Mean of the repeats' cluster images/sec."""
+        return float(np.mean(self.rates))
+
+    @property
+    def spread(self) -> float:
+        """Sample standard deviation of the repeats' images/sec (nan with one run)."""
+        return float(np.std(self.rates, ddof=1)) if len(self.runs) > 1 else float("nan")
+
+    @property
+    def stats(self) -> Optional[Dict]:
+        """Step-time statistics over every measured step of every repeat."""
+        times = [t for r in self.runs for t in r.step_times_s]
+        if times:
+            return stats.step_time_stats(times)
+        return self.runs[0].step_stats
+
+    @property
+    def interval(self) -> Tuple[float, float]:
+        return rate_interval(self.images_per_sec, self.stats)
+
+    @property
+    def global_batch(self) -> Optional[int]:
+        return self.runs[0].global_batch
+
+
+def combine(runs: Sequence[Run]) -> List[Point]:
+    """One point per configuration, from the runs that finished ok, in first-seen order."""
+    points: Dict[Tuple, Point] = {}
+    for run in runs:
+        if not run.ok:
+            continue
+        ident = identity(run.config)
+        points.setdefault(_key(ident), Point(ident, [])).runs.append(run)
+    result = list(points.values())
+    add_scaling_efficiency(result)
+    return result
+
+
+def baseline(point: Point, by_key: Dict[Tuple, Point]) -> Optional[Point]:
+    """The 1-worker point with everything else equal (strategy, batch, mode, placement, device...)."""
+    return by_key.get(_key({**point.config, "num_workers": 1}))
+
+
+def add_scaling_efficiency(points: Sequence[Point]) -> None:
+    by_key = {p.key: p for p in points}
+    for p in points:
+        base = baseline(p, by_key)
+        if base is not None:
+            p.efficiency = stats.scaling_efficiency(p.images_per_sec, p.config["num_workers"], base.images_per_sec)
+
+
+def run_efficiency(points: Sequence[Point]) -> Dict[str, float]:
+    """Each ok run's own scaling efficiency (run path -> value) vs its 1-worker point's mean."""
+    by_key = {p.key: p for p in points}
+    result = {}
+    for p in points:
+        base = baseline(p, by_key)
+        for run in p.runs:
+            result[run.path] = (stats.scaling_efficiency(run.images_per_sec, p.config["num_workers"],
+                                                         base.images_per_sec) if base else float("nan"))
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """Two points that differ only in `column`: `b` relative to `a`."""
+
+    column: str
+    a: Point
+    b: Point
+
+    @property
+    def ratio(self) -> float:
+        a = self.a.images_per_sec
+        return self.b.images_per_sec / a if a > 0 else float("nan")
+
+
+def compare(points: Sequence[Point], column: str, a_value, b_value) -> List[Comparison]:
+    """Every pair of points equal except for column = a_value vs b_value."""
+    by_key = {p.key: p for p in points}
+    pairs = []
+    for p in points:
+        if p.config.get(column) != a_value:
+            continue
+        other = by_key.get(_key({**p.config, column: b_value}))
+        if other is not None:
+            pairs.append(Comparison(column, p, other))
+    return pairs
+
+
+def varying(points: Sequence[Point], exclude: Sequence[str] = ()) -> List[str]:
+    """Config keys whose value differs between points (in a stable order)."""
+    keys = sorted({k for p in points for k in p.config} - set(exclude))
+    return [k for k in keys if len({repr(p.config.get(k)) for p in points}) > 1]
+
+
+def order_key(config: Dict):
+    """Tables and legends list points by model, mode, strategy, batch, then workers."""
+    strategy = config.get("strategy")
+    order = STRATEGIES.index(strategy) if strategy in STRATEGIES else len(STRATEGIES)
+    return (str(config.get("model")), config.get("image_size") or 0, str(config.get("mode")), order,
+            config.get("batch_size") or 0, config.get("num_workers") or 0, config.get("num_ps") or 0,
+            str(config.get("placement")), str(config.get("device")), repr(sorted(config.items())))

@@ -1,0 +1,180 @@
+"""A sweep grid: axes of tfbench flags expanded into runnable points with stable ids.
+
+Point ids are built from the point's values only (never from its position in the grid), so a
+re-run of the same sweep finds the points it already ran. Combinations tfbench would reject are
+dropped here, with tfbench's own one-line reason, instead of costing a process start each.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Dict, List, Tuple
+
+from tfbench import config as config_lib
+from tfbench.errors import ConfigError
+
+# Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
+# repeats of one point are spread over the sweep rather than measured back to back.
+AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_ps", "ps_placement", "ps_sync",
+        "batch_size", "placement", "device")
+_PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False}
+_SWEEP_OWNED = ("logdir", "run_id")
+_DEFAULTS = config_lib.RunConfig()
+_FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
+
+
+def coerce(name: str, value: Any) -> Any:
+    """`value` (from YAML or a command line) as the type RunConfig gives flag `name`."""
+    if name not in _FIELDS:
+        raise ConfigError(f"{name!r} is not a tfbench flag")
+    default = getattr(_DEFAULTS, name)
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(value)
+                return value.lower() in ("true", "1")
+            return bool(value)
+        if isinstance(default, tuple):
+            items = value.split(",") if isinstance(value, str) else list(value)
+            kind = int if name == "profile_steps" else str
+            return tuple(kind(str(x).strip()) for x in items if str(x).strip())
+        if isinstance(default, int):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        return type(default)(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--{name}={value!r} is not a valid {type(default).__name__}") from None
+
+
+def flag_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """Axes (flag -> values to try), repeats of every point, and flags fixed for all points."""
+
+    axes: Dict[str, Tuple[Any, ...]]
+    repeats: int = 1
+    fixed: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    timeout_s: float = 0.0  # per point; 0: none
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Grid":
+        """Validates names and types; an axis left out keeps tfbench's default."""
+        d = dict(d or {})
+        unknown = set(d) - set(AXES) - {"repeats", "fixed", "timeout_s"}
+        if unknown:
+            raise ConfigError(f"unknown sweep key(s) {', '.join(sorted(unknown))}; axes are {', '.join(AXES)}, "
+                              f"other flags go under 'fixed'")
+        axes = {}
+        for name in AXES:
+            values = d.get(name, [getattr(_DEFAULTS, name)])
+            values = values if isinstance(values, (list, tuple)) else [values]
+            if not values:
+                raise ConfigError(f"sweep axis {name!r} has no values")
+            axes[name] = tuple(dict.fromkeys(coerce(name, v) for v in values))
+        fixed = {}
+        for name, value in (d.get("fixed") or {}).items():
+            if name in _SWEEP_OWNED:
+                raise ConfigError(f"--{name} is set by the sweep for every point; remove it from 'fixed'")
+            if name in AXES:
+                raise ConfigError(f"{name!r} is a sweep axis; give it as an axis, not under 'fixed'")
+            fixed[name] = coerce(name, value)
+        repeats = int(d.get("repeats", 1))
+        if repeats < 1:
+            raise ConfigError(f"repeats must be at least 1, got {repeats}")
+        timeout_s = float(d.get("timeout_s", 0.0))
+        if timeout_s < 0:
+            raise ConfigError(f"timeout_s must be 0 (none) or positive, got {timeout_s}")
+        return cls(axes=axes, repeats=repeats, fixed=fixed, timeout_s=timeout_s)
+
+    def to_dict(self) -> dict:
+        d = {name: [list(v) if isinstance(v, tuple) else v for v in values] for name, values in self.axes.items()}
+        d["repeats"] = self.repeats
+        d["fixed"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.fixed.items()}
+        d["timeout_s"] = self.timeout_s
+        return d
+
+    def same_points(self, other: "Grid") -> bool:
+        """True when both grids describe the same runs (the timeout may differ)."""
+        return (self.axes, self.repeats, self.fixed) == (other.axes, other.repeats, other.fixed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    id: str
+    values: Dict[str, Any]  # every axis, normalised
+    repeat: int
+
+    def flags(self, fixed: Dict[str, Any]) -> List[str]:
+        """tfbench flags for this point (the sweep adds --logdir and --run_id)."""
+        merged = {**self.values, **fixed}
+        return [f"--{name}={flag_value(value)}" for name, value in merged.items()]
+
+
+def point_id(values: Dict[str, Any], repeat: int) -> str:
+    """E.g. parameter_server-w2-ps1-b16-train-soft-cpu-resnet50-64px-r0."""
+    parts = [values["strategy"], f"w{values['num_workers']}"]
+    if values["strategy"] == "parameter_server":
+        parts.append(f"ps{values['num_ps']}" + ("sep" if values["ps_placement"] == "separate" else "")
+                     + ("sync" if values["ps_sync"] else ""))
+    parts += [f"b{values['batch_size']}", values["mode"], values["placement"], values["device"],
+              values["model"], f"{values['image_size']}px", f"r{repeat}"]
+    return "-".join(str(p) for p in parts)
+
+
+def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
+    """ps-only axes take their neutral value off parameter_server; num_ps 0 means one ps."""
+    values = dict(values)
+    if values["strategy"] == "parameter_server":
+        values["num_ps"] = values["num_ps"] or 1
+    else:
+        values.update(_PS_ONLY)
+    return values
+
+
+def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
+    """Runnable points in run order, and one note per distinct reason a combination was dropped."""
+    points: List[Point] = []
+    seen = set()
+    dropped: Dict[str, int] = {}
+    collapsed = 0
+    for repeat in range(grid.repeats):
+        for combo in itertools.product(*(grid.axes[name] for name in AXES)):
+            values = _normalise(dict(zip(AXES, combo)))
+            pid = point_id(values, repeat)
+            if pid in seen:
+                collapsed += 1
+                continue
+            seen.add(pid)
+            reason = _rejection(values, grid.fixed, logdir)
+            if reason:
+                dropped[reason] = dropped.get(reason, 0) + 1
+                continue
+            points.append(Point(pid, values, repeat))
+    notes = [f"dropped {n} point(s): {reason}" for reason, n in dropped.items()]
+    if collapsed:
+        notes.append(f"merged {collapsed} point(s) that differ only in num_ps/ps_placement/ps_sync, "
+                     f"which apply to parameter_server only")
+    return points, notes
+
+
+def _rejection(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> str:
+    """tfbench's own reason for refusing the combination (or this machine), or '' when it can run."""
+    try:
+        config = config_lib.validate(config_lib.RunConfig(**{**values, **fixed, "logdir": logdir}))
+        if config.strategy == "horovod":
+            from tfbench.cli import check_horovod  # the CLI module; only Horovod points need it
+
+            check_horovod()
+    except ConfigError as e:
+        return str(e)
+    return ""
+

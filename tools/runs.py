@@ -1,0 +1,132 @@
+"""Run directories on disk -> Run values: the one place tools learn the layout of a run.
+
+A run directory is any directory holding results.jsonl. Its config comes from config.json,
+falling back to the copy in the cluster record; a run with no cluster record was interrupted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional
+
+from tfbench import config as config_lib
+from tfbench import records, stats
+
+MONITOR_FILE = "monitor.jsonl"
+CONFIG_FILE = "config.json"
+_NOT_RUNS = {"tb", "tasks", "report"}  # subdirectories of a run that never hold runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    path: str
+    config: Dict  # RunConfig.to_dict(), defaults filled in for keys an older run lacks
+    cluster: Optional[Dict]
+    tasks: List[Dict]  # every task record, evaluators included
+
+    @property
+    def run_id(self) -> str:
+        return self.config.get("run_id") or os.path.basename(self.path)
+
+    @property
+    def run_config(self) -> config_lib.RunConfig:
+        return config_lib.RunConfig.from_dict(self.config)
+
+    @property
+    def status(self) -> str:
+        return self.cluster.get("status", "ok") if self.cluster else "incomplete"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def reason(self) -> str:
+        if self.cluster is None:
+            return "no cluster record: the run did not finish"
+        return str(self.cluster.get("reason", ""))
+
+    @property
+    def failed_task(self) -> str:
+        return str((self.cluster or {}).get("failed_task", ""))
+
+    @property
+    def images_per_sec(self) -> float:
+        return float(self.cluster["images_per_sec"]) if self.ok else float("nan")
+
+    @property
+    def measuring_tasks(self) -> List[Dict]:
+        return records.measuring_tasks(self.tasks)
+
+    @property
+    def step_times_s(self) -> List[float]:
+        """Every measured step of every measuring task: what the cluster record's stats pool."""
+        return [t for r in self.measuring_tasks for t in r.get("step_times_s", [])]
+
+    @property
+    def step_stats(self) -> Optional[Dict]:
+        if self.cluster and self.cluster.get("stats"):
+            return self.cluster["stats"]
+        times = self.step_times_s
+        return stats.step_time_stats(times) if times else None
+
+    @property
+    def global_batch(self) -> Optional[int]:
+        """Images per global step: the records' own figure, else the measuring tasks' sum."""
+        if self.cluster and self.cluster.get("global_batch_size"):
+            return int(self.cluster["global_batch_size"])
+        sizes = [r["global_batch_size"] for r in self.measuring_tasks if r.get("global_batch_size")]
+        if sizes:
+            return int(max(sizes))
+        per_step = [r.get("images_per_step", 0) for r in self.measuring_tasks]
+        return int(sum(per_step)) if per_step else None
+
+    @property
+    def task_resources(self) -> Dict[str, Dict]:
+        """Per-task resource summaries (task name -> cpu_percent_mean, rss_mb_peak, net bytes...).
+
+        The launcher stores the monitor's summary, {"tasks": {name: {...}}, "workers_mean": ...,
+        "host": ...}; a flat {name: {...}} map is read as well.
+        """
+        resources = (self.cluster or {}).get("resources") or {}
+        tasks = resources.get("tasks") if isinstance(resources.get("tasks"), dict) else resources
+        return {name: value for name, value in tasks.items() if isinstance(value, dict)}
+
+    @property
+    def monitor_path(self) -> Optional[str]:
+        path = os.path.join(self.path, MONITOR_FILE)
+        return path if os.path.exists(path) else None
+
+
+def find_runs(root: str) -> List[Run]:
+    """Every run directory at or below `root`, in path order."""
+    runs = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _NOT_RUNS)
+        if records.RESULTS_FILE in filenames:
+            runs.append(load_run(dirpath))
+    return runs
+
+
+def load_run(path: str) -> Run:
+    recs = records.read(os.path.join(path, records.RESULTS_FILE))
+    clusters = [r for r in recs if r.get("kind") == "cluster"]
+    cluster = clusters[-1] if clusters else None
+    config = _read_json(os.path.join(path, CONFIG_FILE)) or (cluster or {}).get("config") or {}
+    config = {**config_lib.RunConfig().to_dict(), "run_id": os.path.basename(path), **config}
+    tasks = [r for r in recs if r.get("kind") == "task"]
+    return Run(path=os.path.abspath(path), config=config, cluster=cluster, tasks=tasks)
+
+
+def read_monitor(path: str) -> List[Dict]:
+    """monitor.jsonl samples; a torn last line is skipped like in results.jsonl."""
+    return [r for r in records.read(path) if "task" in r and "time" in r]
+
+
+def _read_json(path: str) -> Optional[Dict]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None

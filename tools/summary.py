@@ -1,0 +1,137 @@
+"""Points, comparisons and failures -> summary.md (markdown tables a person reads first)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from tools.aggregate import Comparison, Point, order_key, varying
+
+# (config key, header) of the columns every results table has.
+STANDARD = (("strategy", "strategy"), ("num_workers", "workers"), ("num_ps", "ps"),
+            ("batch_size", "batch/replica"))
+SETTINGS = (("mode", "mode"), ("placement", "placement"), ("device", "device"))
+# Keys stated once above the table when every point shares them.
+_HEADLINE = ("model", "image_size", "num_warmup_steps", "num_steps")
+
+DEFINITIONS = (
+    "images/sec: all images of the measured window ÷ its wall time (mean over repeats; spread: their "
+    "standard deviation). Step ms: mean ± 95% CI over every measured step of every worker; jitter: "
+    "1.4826 × median absolute deviation. Scaling efficiency: images/sec at N workers ÷ (N × images/sec "
+    "at 1 worker) with the same strategy, per-replica batch, mode, placement and device.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    name: str  # run id, or sweep point id when the run left no results
+    config: Dict
+    failed_task: str
+    reason: str
+
+
+def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
+           comparisons: Sequence[Tuple[str, List[Comparison]]], plots: Sequence[Tuple[str, str]],
+           num_runs: int, notes: Sequence[str] = ()) -> str:
+    lines = [f"# tfbench report: {title}", "", _counts(points, failures, num_runs)]
+    headline = _headline(points)
+    if headline:
+        lines.append(headline)
+    lines += ["", DEFINITIONS, "", "## Results", ""]
+    lines.append(results_table(points) if points else "No run finished ok.")
+    for heading, pairs in comparisons:
+        if pairs:
+            lines += ["", f"## {heading}", "", comparison_table(pairs)]
+    if failures:
+        lines += ["", "## Failed runs", "", failure_table(failures)]
+    if notes:
+        lines += ["", "## Sweep notes", ""] + [f"- {note}" for note in notes]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{name}]({path})" for name, path in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _counts(points: Sequence[Point], failures: Sequence[Failure], num_runs: int) -> str:
+    ok = sum(len(p.runs) for p in points)
+    return f"{num_runs} run(s) found: {ok} ok in {len(points)} configuration(s); {len(failures)} failed."
+
+
+def _headline(points: Sequence[Point]) -> str:
+    if not points:
+        return ""
+    shared = {k: points[0].config.get(k) for k in _HEADLINE
+              if len({repr(p.config.get(k)) for p in points}) == 1}
+    parts = []
+    if "model" in shared:
+        parts.append(f"Model {shared['model']}" + (f" at {shared['image_size']} px" if "image_size" in shared else ""))
+    if "num_warmup_steps" in shared and "num_steps" in shared:
+        parts.append(f"{shared['num_warmup_steps']} warm-up + {shared['num_steps']} measured steps per run")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def _extra_keys(points: Sequence[Point], shown: Sequence[str]) -> List[str]:
+    """Config keys that vary between points but no standard column shows."""
+    return varying(points, exclude=list(shown) + [k for k in _HEADLINE if k not in ("model", "image_size")])
+
+
+def results_table(points: Sequence[Point]) -> str:
+    standard = [k for k, _ in STANDARD + SETTINGS]
+    extra = _extra_keys(points, standard)
+    headers = ([h for _, h in STANDARD] + ["global batch"] + [h for _, h in SETTINGS] + extra +
+               ["images/sec", "runs", "spread", "step ms (mean ± 95% CI)", "jitter ms", "scaling eff."])
+    rows = []
+    for p in sorted(points, key=lambda p: order_key(p.config)):
+        s = p.stats or {}
+        rows.append([p.config.get(k) for k, _ in STANDARD] + [p.global_batch] +
+                    [p.config.get(k) for k, _ in SETTINGS] + [p.config.get(k) for k in extra] +
+                    [fmt(p.images_per_sec, 1), len(p.runs), fmt(p.spread, 1),
+                     f"{fmt(ms(s.get('mean_s')), 1)} ± {fmt(ms(s.get('ci95_s')), 1)}",
+                     fmt(ms(s.get("jitter_s")), 1), percent(p.efficiency)])
+    return table(headers, rows)
+
+
+def comparison_table(pairs: Sequence[Comparison]) -> str:
+    column = pairs[0].column
+    a_value, b_value = pairs[0].a.config[column], pairs[0].b.config[column]
+    points = [c.a for c in pairs]
+    shown = [k for k, _ in STANDARD + SETTINGS if k != column]
+    extra = _extra_keys(points, shown + [column])
+    headers = ([h for k, h in STANDARD + SETTINGS if k != column] + extra +
+               [f"{a_value} images/sec", f"{b_value} images/sec", f"{b_value} / {a_value}"])
+    rows = [[c.a.config.get(k) for k in shown] + [c.a.config.get(k) for k in extra] +
+            [fmt(c.a.images_per_sec, 1), fmt(c.b.images_per_sec, 1), fmt(c.ratio, 2)]
+            for c in sorted(pairs, key=lambda c: order_key(c.a.config))]
+    return table(headers, rows)
+
+
+def failure_table(failures: Sequence[Failure]) -> str:
+    headers = ["run", "strategy", "workers", "batch/replica", "mode", "placement", "device", "failed task", "reason"]
+    rows = [[f.name, f.config.get("strategy", ""), f.config.get("num_workers", ""), f.config.get("batch_size", ""),
+             f.config.get("mode", ""), f.config.get("placement", ""), f.config.get("device", ""),
+             f.failed_task, f.reason] for f in failures]
+    return table(headers, rows)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+    cells = [[_cell(v) for v in row] for row in rows]
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(out)
+
+
+def _cell(value) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def fmt(value: Optional[float], digits: int) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def ms(seconds: Optional[float]) -> Optional[float]:
+    return None if seconds is None else seconds * 1000.0
+
+
+def percent(value: float) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{100 * value:.0f}%"
