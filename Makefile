@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench sweep horovod clean
+.PHONY: setup run test test-fast bench sweep strategies horovod clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -25,8 +25,9 @@ $(HVD_STAMP): $(REQ_STAMP) tools/build_horovod.sh
 horovod: $(HVD_STAMP)
 
 # The default job: a few-minute comparison of strategies on ResNet50, table and plots.
+# Every `make run` measures afresh, into sweeps/quick-<time>.
 run: setup
-	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml
+	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml --sweep_dir=sweeps/quick-$$(date +%Y%m%d-%H%M%S)
 
 test: setup
 	$(PY) -m pytest tests
@@ -35,10 +36,15 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow" tests
 
 bench: setup
-	$(PY) -m tools.bench_overhead
+	$(PY) -m tools.bench_overhead --against=minimal
+	$(PY) -m tools.bench_overhead --against=monitor_off
 
 sweep: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/default.yaml
+
+# Every strategy, 1 and 2 one-core workers, ResNet50 64 px: rates and scaling efficiency.
+strategies: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/strategies.yaml
 
 clean:
 	rm -rf $(VENV) .pytest_cache

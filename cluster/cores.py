@@ -14,11 +14,13 @@ def available_cores() -> Tuple[int, ...]:
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
-def split_cores(cores: Sequence[int], n: int) -> Tuple[List[Tuple[int, ...]], Tuple[int, ...], bool]:
-    """Splits `cores` among n compute tasks: (each task's cores, leftover cores, enough?)."""
+def split_cores(cores: Sequence[int], n: int, per_task: int = 0
+                ) -> Tuple[List[Tuple[int, ...]], Tuple[int, ...], bool]:
+    """Splits `cores` among n compute tasks, `per_task` each (0: as many as divide evenly):
+    (each task's cores, leftover cores, enough?)."""
     cores = tuple(cores)
-    if n <= len(cores):
-        per = len(cores) // n
+    if n * max(1, per_task) <= len(cores):
+        per = per_task or len(cores) // n
         groups = [cores[i * per:(i + 1) * per] for i in range(n)]
         return groups, cores[n * per:], True
     return [(cores[i % len(cores)],) for i in range(n)], (), False

@@ -27,7 +27,8 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
 
     worker_hosts = [hosts[i % len(hosts)] for i in range(n)]
     local_workers = [i for i, h in enumerate(worker_hosts) if is_local(h)]
-    groups, spare, enough = cores_lib.split_cores(cores, max(1, len(local_workers)))
+    per_worker = config.cores_per_worker * (max(1, config.num_local_devices) if config.strategy == "mirrored" else 1)
+    groups, spare, enough = cores_lib.split_cores(cores, max(1, len(local_workers)), per_worker)
     if not enough:
         warnings.append(f"{len(local_workers)} compute tasks share {len(cores)} cores: steps will be "
                         f"slower than on dedicated cores")
@@ -42,6 +43,10 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
     def task(role, index, host, task_cores, *, port=0, service=False, measures=True, rank=-1):
         intra, inter = (cores_lib.thread_counts(task_cores, config.num_intra_threads, config.num_inter_threads)
                         if task_cores else (config.num_intra_threads, config.num_inter_threads))
+        if service:
+            # A tf.distribute.Server runs the coordinator's functions, whose ops block on
+            # iterators and cross-task receives: one inter-op thread deadlocks them.
+            inter = max(inter, 2)
         return TaskSpec(role=role, index=index, host=host, port=port, cores=tuple(task_cores),
                         intra_threads=intra, inter_threads=inter, service=service,
                         measures=measures, horovod_rank=rank)

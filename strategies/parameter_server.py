@@ -42,6 +42,25 @@ def serve(task, intra_threads: int, inter_threads: int, on_ready) -> None:
     server.join()
 
 
+def settled(value, variables):
+    """`value`, available only once every earlier write to `variables` is done.
+
+    A step's updates are remote assignments on the ps that nothing downstream reads, so a
+    timestamp would not wait for them. TensorFlow orders ops on one resource in program order:
+    reading each variable afterwards (reduced to a scalar on its own ps, so nothing large
+    travels) makes the value wait for the writes.
+    """
+    from tfbench.tf_import import tf
+
+    marks = []
+    for v in variables:
+        for part in getattr(v, "variables", None) or [v]:  # shards of a ShardedVariable
+            with tf.device(part.device):
+                marks.append(tf.reshape(part.read_value(), [-1])[0])
+    with tf.control_dependencies(marks):
+        return tf.identity(value)
+
+
 class ParameterServerAdapter(StrategyAdapter):
     """The coordinator's side (the chief task)."""
 
@@ -110,33 +129,37 @@ class ParameterServerAdapter(StrategyAdapter):
             if config.mode == "forward":
                 return steps.forward(model, images)
             if not sync:
-                return steps.train(model, optimizer, images, labels, global_batch)
+                loss = steps.train(model, optimizer, images, labels, global_batch)
+                return settled(loss, variables)
             loss, grads = steps.gradients(model, images, labels, global_batch)
             for acc, g in zip(self.accumulators, grads):
                 acc.assign_add(g)
-            return loss
+            return settled(loss, self.accumulators)
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator):
             start = tf.timestamp()
-            with tf.control_dependencies([start]):
+            with tf.control_dependencies([start]):  # variable reads from the ps count too
                 images, labels, shard = next(iterator)
-            value = strategy.run(replica_fn, args=(images, labels))
+                value = strategy.run(replica_fn, args=(images, labels))
             with tf.control_dependencies([value]):
                 end = tf.timestamp()
             return value, start, end, shard
 
         apply_step = None
         if sync:
+            def apply_fn():
+                optimizer.apply_gradients(zip([tf.identity(a) for a in self.accumulators], variables))
+                for acc in self.accumulators:  # ordered after the reads above (same resource)
+                    acc.assign(tf.zeros_like(acc))
+                return settled(tf.identity(optimizer.iterations), variables + self.accumulators)
+
             @tf.function
             def apply_step():
                 start = tf.timestamp()
                 with tf.control_dependencies([start]):
-                    optimizer.apply_gradients(zip([tf.identity(a) for a in self.accumulators], variables))
-                with tf.control_dependencies([optimizer.iterations]):
-                    for acc in self.accumulators:
-                        acc.assign(tf.zeros_like(acc))
-                with tf.control_dependencies([a.read_value() for a in self.accumulators]):
+                    iterations = strategy.run(apply_fn)  # the optimizer needs a replica context
+                with tf.control_dependencies([iterations]):
                     end = tf.timestamp()
                 return start, end
 
@@ -148,6 +171,7 @@ class ParameterServerAdapter(StrategyAdapter):
         self.initial_weights = self.weights()
         iterator = self._dataset()
         worker_step, apply_step = self._functions()
+        self.worker_step = worker_step
         rounds = self._run_sync if apply_step is not None else self._run_async
         closures, applies, coordinator_steps = rounds(iterator, worker_step, apply_step, reporter, profiler)
         return self._measurements(closures, applies, coordinator_steps)
@@ -228,10 +252,21 @@ class ParameterServerAdapter(StrategyAdapter):
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
                      apply_step_s=[float(e) - float(s) for s, e in applies],
                      placement=placement.report(
-                         self.config, "strategy-placed", {}, placement.variable_devices(self.model.variables),
-                         "none", "steps run on the workers; variables' devices are the ps tasks"))
+                         self.config, "strategy-placed", self._step_op_devices(),
+                         placement.variable_devices(self.model.variables), "function graph (requested devices)",
+                         "steps run on whichever worker the coordinator picks: 'worker' counts the ops "
+                         "left to it, ps entries the variable ops pinned to the ps tasks"))
         out.append(Measurement("chief", 0, self.config.batch_size * self.num_workers, coordinator_steps, chief))
         return out
+
+    def _step_op_devices(self) -> Dict[str, int]:
+        """Ops of the traced worker step per requested device; run metadata cannot see remote
+        execution, so the function graph is what the coordinator can report."""
+        counts: Dict[str, int] = collections.Counter()
+        for function in self.worker_step._list_all_concrete_functions():  # noqa: SLF001 - no public lister
+            for device, n in placement.requested_op_devices(function).items():
+                counts["worker" if device == "unplaced" else device] += n
+        return dict(counts)
 
     def write_worker_events(self, run, measurements: List[Measurement]) -> None:
         """The workers run no Python loop of their own: the coordinator writes their perf series."""

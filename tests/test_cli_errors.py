@@ -28,6 +28,7 @@ BAD_INPUTS = [
     (["--all_reduce=ring"], "--all_reduce applies to --strategy=multi_worker_mirrored"),
     (["--no_such_flag=1"], "no_such_flag"),
     (["positional"], "unexpected arguments"),
+    (["--cores_per_worker=4096"], "--cores_per_worker must be between 0"),
 ]
 
 

@@ -87,7 +87,7 @@ def run(sweep_dir, grid=GRID, command=None, **kwargs):
 def test_expansion_drops_invalid_combinations_with_a_note(tmp_path):
     points, notes = grid_lib.expand(grid_lib.Grid.from_dict({**GRID, "num_ps": [0, 1], "repeats": 2}), str(tmp_path))
     ids = [p.id for p in points]
-    assert ids[:5] == ["mirrored-w1-b16-train-soft-cpu-tiny-32px-r0",
+    assert ids[:5] == ["mirrored-w1-d1-b16-train-soft-cpu-tiny-32px-r0",
                        "multi_worker_mirrored-w1-b16-train-soft-cpu-tiny-32px-r0",
                        "multi_worker_mirrored-w2-b16-train-soft-cpu-tiny-32px-r0",
                        "parameter_server-w1-ps1-b16-train-soft-cpu-tiny-32px-r0",
@@ -151,9 +151,9 @@ def test_rerun_skips_done_points_and_retries_failed_ones_under_a_new_run_id(tmp_
 def test_an_interrupted_point_is_rerun_without_reusing_its_run_dir(tmp_path, fake):
     command, calls = fake
     state = SweepDir(str(tmp_path / "sw"))
-    os.makedirs(os.path.join(state.runs_dir, "mirrored-w1-b16-train-soft-cpu-tiny-32px-r0"))
+    os.makedirs(os.path.join(state.runs_dir, "mirrored-w1-d1-b16-train-soft-cpu-tiny-32px-r0"))
     result, _ = run(tmp_path / "sw", grid={**GRID, "strategy": ["mirrored"]}, command=command)
-    assert result.done == 1 and calls() == ["mirrored-w1-b16-train-soft-cpu-tiny-32px-r0-try2"]
+    assert result.done == 1 and calls() == ["mirrored-w1-d1-b16-train-soft-cpu-tiny-32px-r0-try2"]
 
 
 def test_a_point_past_its_timeout_is_stopped_and_recorded(tmp_path, fake, monkeypatch):

@@ -59,6 +59,9 @@ def test_parameter_server(tmp_path, placement):
     workers = {t.index: t for t in plan.tasks if t.role == "worker"}
     ps = [t for t in plan.tasks if t.role == "ps"]
     assert all(t.service for t in ps + list(workers.values()))
+    # tf.distribute.Server tasks deadlock on one inter-op thread, even on a single core
+    assert all(t.inter_threads >= 2 for t in ps + list(workers.values()))
+    assert workers[0].intra_threads == len(workers[0].cores)
     assert not plan.task("chief_0").service
     if placement == "collocated":
         assert ps[0].cores == workers[0].cores and ps[1].cores == workers[1].cores
@@ -89,6 +92,15 @@ def test_horovod_has_host_slots_and_ranks(tmp_path):
     assert all(t.tf_config is None for t in plan.tasks)
     multi = plan_for(tmp_path, strategy="horovod", num_workers=3, hosts=("a", "b"))
     assert multi.horovod_hosts == "a:2,b:1"
+
+
+def test_cores_per_worker_pins_fewer_cores(tmp_path):
+    plan = plan_for(tmp_path, strategy="multi_worker_mirrored", num_workers=1, cores_per_worker=1, cores=(0, 1))
+    assert plan.tasks[0].cores == (0,) and plan.tasks[0].intra_threads == 1
+    plan = plan_for(tmp_path, strategy="horovod", num_workers=2, cores_per_worker=2, cores=(0, 1))
+    assert plan.warnings, "2 workers x 2 cores cannot fit on 2 cores"
+    plan = plan_for(tmp_path, strategy="mirrored", num_local_devices=2, cores_per_worker=1, cores=(0, 1, 2))
+    assert plan.tasks[0].cores == (0, 1)
 
 
 def test_too_few_cores_warns(tmp_path):

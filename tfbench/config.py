@@ -42,6 +42,7 @@ class RunConfig:
     learning_rate: float = 0.1
     logdir: str = "runs"
     run_id: str = ""
+    cores_per_worker: int = 0  # 0: this machine's cores split evenly among the local workers
     num_intra_threads: int = 0  # 0: the cores the task is given
     num_inter_threads: int = 0  # 0: chosen from the cores the task is given
     xla: bool = False
@@ -134,6 +135,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
     need(c.source_image_size == 0 or c.source_image_size >= c.image_size,
          f"--source_image_size={c.source_image_size} is smaller than --image_size={c.image_size}; images are cropped, not enlarged")
     need(c.data_format in DATA_FORMATS, f"--data_format={c.data_format!r} is unknown; choose NHWC or NCHW")
+    need(0 <= c.cores_per_worker <= os.cpu_count(),
+         f"--cores_per_worker must be between 0 (auto) and this machine's {os.cpu_count()} cores, got {c.cores_per_worker}")
     need(c.num_intra_threads >= 0, f"--num_intra_threads must be 0 (auto) or more, got {c.num_intra_threads}")
     need(c.num_inter_threads >= 0, f"--num_inter_threads must be 0 (auto) or more, got {c.num_inter_threads}")
     need(c.display_every > 0, f"--display_every must be positive, got {c.display_every}")

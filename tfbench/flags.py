@@ -35,6 +35,8 @@ def define_flags() -> None:
     flags.DEFINE_float("learning_rate", d.learning_rate, "SGD learning rate.")
     flags.DEFINE_integer("seed", d.seed, "Seed for weights and synthetic data.")
     flags.DEFINE_boolean("xla", d.xla, "Compile the step with XLA (jit_compile).")
+    flags.DEFINE_integer("cores_per_worker", d.cores_per_worker,
+                         "Cores given to each local worker, mirrored: to each local device (0: all cores split evenly).")
     flags.DEFINE_integer("num_intra_threads", d.num_intra_threads, "Intra-op threads per task; 0: its cores.")
     flags.DEFINE_integer("num_inter_threads", d.num_inter_threads, "Inter-op threads per task; 0: auto.")
     flags.DEFINE_integer("display_every", d.display_every, "Print a progress line every this many steps.")

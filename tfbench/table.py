@@ -31,4 +31,7 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.3f} s measured window")
     if any(t.get("counts_toward_cluster") is False for t in tasks):
         lines.append("* coordinator/evaluator view; not counted in the cluster rate")
+    fell_back = [f"{t['role']}_{t['index']}" for t in tasks if (t.get("placement") or {}).get("fallback_to_cpu")]
+    if fell_back:
+        lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")
     return "\n".join(lines)

@@ -22,13 +22,26 @@ _BOOKKEEPING = ("run_id", "logdir", "seed", "deadline", "stall_timeout", "monito
 
 
 def identity(config: Dict) -> Dict:
-    """The config that defines a point: bookkeeping dropped, num_ps made effective."""
+    """The config that defines a point: bookkeeping dropped, num_ps and num_local_devices made
+    effective, and its `scale` added: the N of scaling efficiency (workers; mirrored: devices)."""
     ident = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k not in _BOOKKEEPING}
     if ident.get("strategy") == "parameter_server":
         ident["num_ps"] = ident.get("num_ps") or 1
     else:
         ident["num_ps"] = 0
+    if ident.get("strategy") == "mirrored":
+        ident["num_local_devices"] = ident.get("num_local_devices") or 1
+        ident["scale"] = ident["num_local_devices"]
+    else:
+        ident["num_local_devices"] = 0
+        ident["scale"] = ident.get("num_workers") or 1
     return ident
+
+
+def _at_scale_one(config: Dict) -> Dict:
+    if config.get("strategy") == "mirrored":
+        return {**config, "num_local_devices": 1, "scale": 1}
+    return {**config, "num_workers": 1, "scale": 1}
 
 
 def _key(ident: Dict) -> Tuple:
@@ -105,8 +118,8 @@ def combine(runs: Sequence[Run]) -> List[Point]:
 
 
 def baseline(point: Point, by_key: Dict[Tuple, Point]) -> Optional[Point]:
-    """The 1-worker point with everything else equal (strategy, batch, mode, placement, device...)."""
-    return by_key.get(_key({**point.config, "num_workers": 1}))
+    """The point at scale 1 (one worker; mirrored: one device) with everything else equal."""
+    return by_key.get(_key(_at_scale_one(point.config)))
 
 
 def add_scaling_efficiency(points: Sequence[Point]) -> None:
@@ -114,7 +127,7 @@ def add_scaling_efficiency(points: Sequence[Point]) -> None:
     for p in points:
         base = baseline(p, by_key)
         if base is not None:
-            p.efficiency = stats.scaling_efficiency(p.images_per_sec, p.config["num_workers"], base.images_per_sec)
+            p.efficiency = stats.scaling_efficiency(p.images_per_sec, p.config["scale"], base.images_per_sec)
 
 
 def run_efficiency(points: Sequence[Point]) -> Dict[str, float]:
@@ -124,7 +137,7 @@ def run_efficiency(points: Sequence[Point]) -> Dict[str, float]:
     for p in points:
         base = baseline(p, by_key)
         for run in p.runs:
-            result[run.path] = (stats.scaling_efficiency(run.images_per_sec, p.config["num_workers"],
+            result[run.path] = (stats.scaling_efficiency(run.images_per_sec, p.config["scale"],
                                                          base.images_per_sec) if base else float("nan"))
     return result
 
@@ -167,5 +180,5 @@ def order_key(config: Dict):
     strategy = config.get("strategy")
     order = STRATEGIES.index(strategy) if strategy in STRATEGIES else len(STRATEGIES)
     return (str(config.get("model")), config.get("image_size") or 0, str(config.get("mode")), order,
-            config.get("batch_size") or 0, config.get("num_workers") or 0, config.get("num_ps") or 0,
+            config.get("batch_size") or 0, config.get("scale") or 0, config.get("num_ps") or 0,
             str(config.get("placement")), str(config.get("device")), repr(sorted(config.items())))

@@ -15,9 +15,10 @@ from tfbench.errors import ConfigError
 
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
 # repeats of one point are spread over the sweep rather than measured back to back.
-AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_ps", "ps_placement", "ps_sync",
-        "batch_size", "placement", "device")
+AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
+        "ps_sync", "batch_size", "placement", "device")
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False}
+_MIRRORED_ONLY = {"num_local_devices": 0}
 _SWEEP_OWNED = ("logdir", "run_id")
 _DEFAULTS = config_lib.RunConfig()
 _FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
@@ -122,6 +123,8 @@ class Point:
 def point_id(values: Dict[str, Any], repeat: int) -> str:
     """E.g. parameter_server-w2-ps1-b16-train-soft-cpu-resnet50-64px-r0."""
     parts = [values["strategy"], f"w{values['num_workers']}"]
+    if values["strategy"] == "mirrored":
+        parts.append(f"d{values['num_local_devices']}")
     if values["strategy"] == "parameter_server":
         parts.append(f"ps{values['num_ps']}" + ("sep" if values["ps_placement"] == "separate" else "")
                      + ("sync" if values["ps_sync"] else ""))
@@ -131,12 +134,17 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
 
 
 def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
-    """ps-only axes take their neutral value off parameter_server; num_ps 0 means one ps."""
+    """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps), and
+    num_local_devices off mirrored (where 0 means one device)."""
     values = dict(values)
     if values["strategy"] == "parameter_server":
         values["num_ps"] = values["num_ps"] or 1
     else:
         values.update(_PS_ONLY)
+    if values["strategy"] == "mirrored":
+        values["num_local_devices"] = values["num_local_devices"] or 1
+    else:
+        values.update(_MIRRORED_ONLY)
     return values
 
 
@@ -161,8 +169,8 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
             points.append(Point(pid, values, repeat))
     notes = [f"dropped {n} point(s): {reason}" for reason, n in dropped.items()]
     if collapsed:
-        notes.append(f"merged {collapsed} point(s) that differ only in num_ps/ps_placement/ps_sync, "
-                     f"which apply to parameter_server only")
+        notes.append(f"merged {collapsed} point(s) that differ only in axes that do not apply to their "
+                     f"strategy (num_ps/ps_placement/ps_sync: parameter_server; num_local_devices: mirrored)")
     return points, notes
 
 

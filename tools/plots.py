@@ -35,7 +35,7 @@ def images_per_sec_vs_workers(points: Sequence[Point], path: str) -> bool:
         low, high = p.interval
         return p.images_per_sec - low, high - p.images_per_sec
 
-    return _line_plot(points, path, panels=("mode", "batch_size"), x="num_workers", series="strategy",
+    return _line_plot(points, path, panels=("mode", "batch_size"), x="scale", series="strategy",
                       y=lambda p: p.images_per_sec, yerr=err, xlabel="workers", ylabel="cluster images/sec",
                       title="Throughput vs workers (error bars: step-time 95% CI)")
 
@@ -46,7 +46,7 @@ def seconds_per_batch(points: Sequence[Point], path: str) -> bool:
         ci = (p.stats or {}).get("ci95_s", float("nan"))
         return ci, ci
 
-    return _line_plot(points, path, panels=("mode", "strategy"), x="batch_size", series="num_workers",
+    return _line_plot(points, path, panels=("mode", "strategy"), x="batch_size", series="scale",
                       y=lambda p: (p.stats or {}).get("mean_s", float("nan")), yerr=err,
                       xlabel="batch per replica", ylabel="seconds per batch (mean step)",
                       title="Seconds per batch vs batch size (error bars: 95% CI)",
@@ -55,7 +55,7 @@ def seconds_per_batch(points: Sequence[Point], path: str) -> bool:
 
 def scaling_efficiency(points: Sequence[Point], path: str) -> bool:
     """Scaling efficiency against workers, one line per strategy; 1.0 is linear scaling."""
-    return _line_plot(points, path, panels=("mode", "batch_size"), x="num_workers", series="strategy",
+    return _line_plot(points, path, panels=("mode", "batch_size"), x="scale", series="strategy",
                       y=lambda p: p.efficiency, yerr=None, xlabel="workers",
                       ylabel="scaling efficiency", title="Scaling efficiency vs workers (1.0 = linear)",
                       reference=1.0)

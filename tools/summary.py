@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from tools.aggregate import Comparison, Point, order_key, varying
 
 # (config key, header) of the columns every results table has.
-STANDARD = (("strategy", "strategy"), ("num_workers", "workers"), ("num_ps", "ps"),
+STANDARD = (("strategy", "strategy"), ("scale", "workers"), ("num_ps", "ps"),
             ("batch_size", "batch/replica"))
 SETTINGS = (("mode", "mode"), ("placement", "placement"), ("device", "device"))
 # Keys stated once above the table when every point shares them.
@@ -18,7 +18,8 @@ DEFINITIONS = (
     "images/sec: all images of the measured window ÷ its wall time (mean over repeats; spread: their "
     "standard deviation). Step ms: mean ± 95% CI over every measured step of every worker; jitter: "
     "1.4826 × median absolute deviation. Scaling efficiency: images/sec at N workers ÷ (N × images/sec "
-    "at 1 worker) with the same strategy, per-replica batch, mode, placement and device.")
+    "at 1 worker) with the same strategy, per-replica batch, mode, placement and device. Mirrored runs "
+    "are one task: their workers column counts its local devices (replicas).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +71,8 @@ def _headline(points: Sequence[Point]) -> str:
 
 def _extra_keys(points: Sequence[Point], shown: Sequence[str]) -> List[str]:
     """Config keys that vary between points but no standard column shows."""
-    return varying(points, exclude=list(shown) + [k for k in _HEADLINE if k not in ("model", "image_size")])
+    covered = ["num_workers", "num_local_devices"] if "scale" in shown else []  # the workers column
+    return varying(points, exclude=list(shown) + covered + [k for k in _HEADLINE if k not in ("model", "image_size")])
 
 
 def results_table(points: Sequence[Point]) -> str:

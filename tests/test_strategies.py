@@ -1,0 +1,91 @@
+"""Every strategy through the local launcher on the tiny model: the right tasks report, the
+cluster record adds up, placement is recorded, and parameter servers do the updates they should."""
+import os
+
+import pytest
+
+from tfrun import cluster_record, run_tiny, scalars, task_records
+
+pytestmark = pytest.mark.slow
+
+WARMUP, STEPS, BATCH = 2, 3, 4
+
+CASES = {
+    # name: (flags, measuring tasks, replicas)
+    "mirrored": (["--strategy=mirrored", "--num_local_devices=2"], ["worker_0"], 2),
+    "mwms": (["--strategy=multi_worker_mirrored", "--num_workers=2"], ["worker_0", "worker_1"], 2),
+    "mwms_ring_forward": (["--strategy=multi_worker_mirrored", "--num_workers=2", "--all_reduce=ring",
+                           "--mode=forward"], ["worker_0", "worker_1"], 2),
+    "ps_async_collocated": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=1",
+                             "--ps_placement=collocated"], ["worker_0", "worker_1"], 2),
+    "ps_sync_separate": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=1", "--ps_sync",
+                          "--ps_placement=separate"], ["worker_0", "worker_1"], 2),
+    "ps_two_ps_forward_evaluator": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
+                                     "--mode=forward", "--evaluator"], ["worker_0", "worker_1"], 2),
+    "horovod": (["--strategy=horovod", "--num_workers=2", "--horovod_fp16_allreduce"],
+                ["worker_0", "worker_1"], 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_strategy_runs_through_the_launcher(logdir, case):
+    flags, measuring, replicas = CASES[case]
+    out, run = run_tiny(logdir, case, *flags)
+    tasks = task_records(run)
+    counted = sorted(n for n, r in tasks.items() if r.get("counts_toward_cluster", True))
+    assert counted == measuring
+    for name in measuring:
+        r = tasks[name]
+        assert r["num_measured_steps"] == STEPS and len(r["step_times_s"]) == STEPS
+        assert r["replicas"] == replicas and r["batch_size"] == BATCH
+        assert r["global_batch_size"] == BATCH * replicas
+        assert r["images_per_sec"] > 0
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok"
+    assert cluster["images"] == BATCH * replicas * STEPS
+    assert cluster["num_workers"] == len(measuring)
+
+    placed = [r["placement"] for r in tasks.values() if r.get("placement")]
+    assert placed, "no task recorded its placement"
+    for p in placed:
+        assert p["op_devices"] and p["variable_devices"]
+    assert "cluster" in out
+
+
+def test_async_ps_does_workers_times_steps_updates(logdir):
+    _, run = run_tiny(logdir, "ps_async", "--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
+                      "--ps_placement=separate")
+    tasks = task_records(run)
+    chief = tasks["chief_0"]
+    assert chief["counts_toward_cluster"] is False
+    assert chief["updates"] == 2 * (WARMUP + STEPS)
+    # asynchronous: a closure goes to whichever worker is free, so only the total is fixed
+    assert sum(chief["closures_per_worker"].values()) == 2 * STEPS
+    # two ps: the variables are spread over both
+    assert set(chief["placement"]["variable_devices"]) == {"ps:0/CPU:0", "ps:1/CPU:0"}
+
+
+def test_sync_ps_does_one_update_per_global_step(logdir):
+    _, run = run_tiny(logdir, "ps_sync", "--strategy=parameter_server", "--num_workers=2", "--ps_sync")
+    chief = task_records(run)["chief_0"]
+    assert chief["updates"] == WARMUP + STEPS
+    assert chief["closures_per_worker"] == {"0": STEPS, "1": STEPS}
+    assert len(chief["apply_step_s"]) == STEPS
+
+
+def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
+    """The monitor's series beside the step times, for every task of a 2-worker run."""
+    _, run = run_tiny(logdir, "mon", "--strategy=parameter_server", "--num_workers=2", "--num_ps=1",
+                      "--monitor_interval=0.25")
+    tb = os.path.join(run, "tb")
+    for task in ("worker_0", "worker_1", "chief_0", "ps_0"):
+        events = scalars(os.path.join(tb, task))
+        assert max(e.value for e in events["sys/cpu_percent"]) > 0, task
+        assert max(e.value for e in events["sys/rss_mb"]) > 100, task
+        assert "sys/net_tx_mb_total" in events and "sys/net_rx_mb_total" in events
+        if task != "ps_0":
+            assert len(events["perf/step_time_ms"]) == STEPS, task
+    assert "sys/cpu_percent" in scalars(os.path.join(tb, "workers_mean"))
+    resources = cluster_record(run)["resources"]["tasks"]
+    # the ps serves both workers: it receives their gradients
+    assert resources["ps_0"]["net_rx_bytes"] > 0 and resources["worker_0"]["net_tx_bytes"] > 0
