@@ -34,9 +34,15 @@ def test_strategy_runs_through_the_launcher(logdir, case):
     tasks = task_records(run)
     counted = sorted(n for n, r in tasks.items() if r.get("counts_toward_cluster", True))
     assert counted == measuring
+    # asynchronous ps: a step goes to whichever worker is free, so only the total is fixed
+    fixed_per_worker = not ("--strategy=parameter_server" in flags and "--ps_sync" not in flags)
+    measured = [tasks[name]["num_measured_steps"] for name in measuring]
+    assert sum(measured) == STEPS * len(measuring)
     for name in measuring:
         r = tasks[name]
-        assert r["num_measured_steps"] == STEPS and len(r["step_times_s"]) == STEPS
+        assert len(r["step_times_s"]) == r["num_measured_steps"]
+        if fixed_per_worker:
+            assert r["num_measured_steps"] == STEPS
         assert r["replicas"] == replicas and r["batch_size"] == BATCH
         assert r["global_batch_size"] == BATCH * replicas
         assert r["images_per_sec"] > 0
@@ -75,8 +81,9 @@ def test_sync_ps_does_one_update_per_global_step(logdir):
 
 def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
     """The monitor's series beside the step times, for every task of a 2-worker run."""
+    # synchronous, so that every worker does exactly one closure per step
     _, run = run_tiny(logdir, "mon", "--strategy=parameter_server", "--num_workers=2", "--num_ps=1",
-                      "--monitor_interval=0.25")
+                      "--ps_sync", "--monitor_interval=0.25")
     tb = os.path.join(run, "tb")
     for task in ("worker_0", "worker_1", "chief_0", "ps_0"):
         events = scalars(os.path.join(tb, task))

@@ -73,6 +73,11 @@ def main(argv) -> None:
     print(f"  {label + ':':<28}{b:8.2f} images/sec")
     print(f"  {'tfbench, monitor on:':<28}{a:8.2f} images/sec")
     print(f"  {'ratio:':<28}{a / b:8.3f}  (goal >= {goal})")
+    # Pairs ran back to back, so their ratios cancel slow drifts of the machine; their spread
+    # says how far this machine's noise lets the ratio be trusted.
+    pair_ratios = sorted(o / t for o, t in zip(ours, theirs))
+    print(f"  {'ratio per pair:':<28}{statistics.median(pair_ratios):8.3f}  median "
+          f"(range {pair_ratios[0]:.3f}-{pair_ratios[-1]:.3f})")
 
 
 if __name__ == "__main__":
