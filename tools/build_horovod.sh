@@ -24,6 +24,10 @@ if [ -z "$wheel" ]; then
   echo "tfbench: building Horovod $HVD_VERSION (Gloo, CPU) against TensorFlow $TF_VERSION; about 8 minutes on 2 cores" >&2
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
+  if ! command -v cmake >/dev/null; then  # no system CMake: the PyPI build of it, into the venv
+    "$PY" -m pip install --quiet "cmake>=3.13,<4"
+    export PATH="$(cd "$VENV/bin" && pwd):$PATH"
+  fi
   "$PY" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "horovod==$HVD_VERSION"
   tar -xzf "$work"/horovod-"$HVD_VERSION".tar.gz -C "$work"
   src="$work/horovod-$HVD_VERSION"
