@@ -27,7 +27,7 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
 
     worker_hosts = [hosts[i % len(hosts)] for i in range(n)]
     local_workers = [i for i, h in enumerate(worker_hosts) if is_local(h)]
-    per_worker = config.cores_per_worker * (max(1, config.num_local_devices) if config.strategy == "mirrored" else 1)
+    per_worker = config.cores_per_worker * max(1, config.effective_num_local_devices)
     groups, spare, enough = cores_lib.split_cores(cores, max(1, len(local_workers)), per_worker)
     if not enough:
         warnings.append(f"{len(local_workers)} compute tasks share {len(cores)} cores: steps will be "

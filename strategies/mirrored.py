@@ -10,7 +10,7 @@ class MirroredAdapter(SyncAdapter):
     def make_strategy(self):
         from tfbench.tf_import import tf
 
-        devices = placement.local_devices(self.config, self.config.num_local_devices or 1)
+        devices = placement.local_devices(self.config, self.config.effective_num_local_devices)
         return tf.distribute.MirroredStrategy(devices=devices)
 
     def device_scope(self):

@@ -26,6 +26,16 @@ ALL_REDUCE = ("auto", "ring", "nccl")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+def effective_num_ps(strategy: str, num_ps: int) -> int:
+    """Parameter servers a run really has: 0 asks for one; other strategies have none."""
+    return (num_ps or 1) if strategy == "parameter_server" else 0
+
+
+def effective_num_local_devices(strategy: str, num_local_devices: int) -> int:
+    """MirroredStrategy's local devices: 0 asks for one; other strategies use none."""
+    return (num_local_devices or 1) if strategy == "mirrored" else 0
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """One benchmark run. `batch_size` is per replica, as in tf_cnn_benchmarks."""
@@ -78,9 +88,11 @@ class RunConfig:
 
     @property
     def effective_num_ps(self) -> int:
-        if self.strategy != "parameter_server":
-            return 0
-        return self.num_ps or 1
+        return effective_num_ps(self.strategy, self.num_ps)
+
+    @property
+    def effective_num_local_devices(self) -> int:
+        return effective_num_local_devices(self.strategy, self.num_local_devices)
 
     @property
     def total_steps(self) -> int:

@@ -95,7 +95,7 @@ def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) 
 
     from tfbench.tf_import import tf  # noqa: F401  (after the environment is prepared)
 
-    local_devices = config.num_local_devices if config.strategy == "mirrored" else 0
+    local_devices = config.effective_num_local_devices
     placement.configure_runtime(config, task.intra_threads, task.inter_threads, local_devices)
 
     def ready():

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfbench import stats
-from tfbench.config import STRATEGIES
+from tfbench.config import STRATEGIES, effective_num_local_devices, effective_num_ps
 from tools.runs import Run
 
 # Config keys that do not change what was measured.
@@ -25,16 +25,10 @@ def identity(config: Dict) -> Dict:
     """The config that defines a point: bookkeeping dropped, num_ps and num_local_devices made
     effective, and its `scale` added: the N of scaling efficiency (workers; mirrored: devices)."""
     ident = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k not in _BOOKKEEPING}
-    if ident.get("strategy") == "parameter_server":
-        ident["num_ps"] = ident.get("num_ps") or 1
-    else:
-        ident["num_ps"] = 0
-    if ident.get("strategy") == "mirrored":
-        ident["num_local_devices"] = ident.get("num_local_devices") or 1
-        ident["scale"] = ident["num_local_devices"]
-    else:
-        ident["num_local_devices"] = 0
-        ident["scale"] = ident.get("num_workers") or 1
+    strategy = ident.get("strategy")
+    ident["num_ps"] = effective_num_ps(strategy, ident.get("num_ps") or 0)
+    ident["num_local_devices"] = effective_num_local_devices(strategy, ident.get("num_local_devices") or 0)
+    ident["scale"] = ident["num_local_devices"] or ident.get("num_workers") or 1
     return ident
 
 

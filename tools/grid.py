@@ -18,7 +18,6 @@ from tfbench.errors import ConfigError
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
         "ps_sync", "batch_size", "placement", "device")
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False}
-_MIRRORED_ONLY = {"num_local_devices": 0}
 _SWEEP_OWNED = ("logdir", "run_id")
 _DEFAULTS = config_lib.RunConfig()
 _FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
@@ -137,14 +136,11 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
     """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps), and
     num_local_devices off mirrored (where 0 means one device)."""
     values = dict(values)
-    if values["strategy"] == "parameter_server":
-        values["num_ps"] = values["num_ps"] or 1
-    else:
+    if values["strategy"] != "parameter_server":
         values.update(_PS_ONLY)
-    if values["strategy"] == "mirrored":
-        values["num_local_devices"] = values["num_local_devices"] or 1
-    else:
-        values.update(_MIRRORED_ONLY)
+    values["num_ps"] = config_lib.effective_num_ps(values["strategy"], values["num_ps"])
+    values["num_local_devices"] = config_lib.effective_num_local_devices(values["strategy"],
+                                                                         values["num_local_devices"])
     return values
 
 
