@@ -28,7 +28,8 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
         name = f"{t['role']}_{t['index']}" + ("*" if t.get("counts_toward_cluster") is False else "")
         lines.append(_row(name, t["images_per_sec"], t["stats"]))
     lines.append(_row("cluster", cluster["images_per_sec"], cluster["stats"]))
-    lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.3f} s measured window")
+    lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
+                 f" = {cluster['images_per_sec']:.1f}")
     if any(t.get("counts_toward_cluster") is False for t in tasks):
         lines.append("* coordinator/evaluator view; not counted in the cluster rate")
     fell_back = [f"{t['role']}_{t['index']}" for t in tasks if (t.get("placement") or {}).get("fallback_to_cpu")]
