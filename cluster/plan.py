@@ -15,6 +15,7 @@ from cluster.topology import make_plan
 from tfbench import cli
 from tfbench import config as config_lib
 from tfbench import flags as tfbench_flags
+from tfbench import usage
 from tfbench.errors import ConfigError
 
 flags.DEFINE_enum("format", "json", ["json", "export"], "json: the whole plan; export: shell lines per task.")
@@ -57,5 +58,9 @@ def main(argv) -> int:
     return 0
 
 
+def help_groups():
+    return usage.names_of(tfbench_flags.GROUPS) + [("Plan output", ["format"])]
+
+
 if __name__ == "__main__":
-    app.run(main, flags_parser=cli.parse_flags)
+    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "cluster.plan", tfbench_flags.define_flags))

@@ -1,4 +1,4 @@
-"""`python -m tfbench --help` lists the flags; see README.md."""
+"""`python -m tfbench`: see tfbench.cli (`--help` lists the flags by purpose)."""
 from tfbench.cli import run_main
 
 if __name__ == "__main__":

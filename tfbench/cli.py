@@ -10,12 +10,20 @@ import sys
 
 from absl import app, flags
 
-from tfbench import records
 from tfbench import config as config_lib
 from tfbench import flags as tfbench_flags
+from tfbench import records, usage
 from tfbench.errors import ConfigError
 
 FLAGS = flags.FLAGS
+
+# What `python -m tfbench --help` prints above the flags.
+USAGE = """Benchmark TensorFlow distribution strategies on one model, the same synthetic data and metrics.
+
+usage: python -m tfbench [--flag=value ...]
+  e.g. python -m tfbench --model=resnet50 --image_size=112 --batch_size=16 \\
+           --strategy=multi_worker_mirrored --num_workers=2
+--dry_run prints what would start; results go to <logdir>/<run_id>/ (see README.md)."""
 
 
 def fail_usage(message: str) -> None:
@@ -23,13 +31,12 @@ def fail_usage(message: str) -> None:
     sys.exit(2)
 
 
-def parse_flags(argv):
-    """absl parsing, but a bad flag is one line and exit code 2 (absl would print usage, exit 1)."""
+def _define() -> None:
     tfbench_flags.define_flags()
-    try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        fail_usage(str(e).splitlines()[0])
+    tfbench_flags.define_command_flags()
+
+
+parse_flags = usage.parser(USAGE, usage.tfbench_groups, "tfbench", _define)
 
 
 def validated_config() -> config_lib.RunConfig:
@@ -61,7 +68,20 @@ def main(argv) -> int:
         plan = make_plan(config)
     except ConfigError as e:
         fail_usage(str(e))
+    if FLAGS.dry_run:
+        return dry_run(config, plan)
     return launch(config, plan)
+
+
+def dry_run(config, plan) -> int:
+    """Prints every task that would start; starts nothing and writes nothing."""
+    from cluster import dry_run as dry_run_lib
+    from cluster import launcher
+    from tfbench.rundir import RunDir
+
+    run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
+    print(dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run)))
+    return 0
 
 
 def launch(config, plan) -> int:

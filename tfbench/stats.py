@@ -5,7 +5,6 @@ import math
 from typing import Dict, Sequence
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 # tf_cnn_benchmarks' robust spread: MAD scaled to a normal distribution's standard deviation.
 MAD_TO_SIGMA = 1.4826
@@ -16,6 +15,8 @@ def step_time_stats(step_times_s: Sequence[float]) -> Dict[str, float]:
     t = np.asarray(step_times_s, dtype=np.float64)
     if t.size == 0:
         raise ValueError("no measured steps")
+    from scipy import stats as scipy_stats  # imported on first use: it costs the CLI ~1 s at start
+
     n = t.size
     mean = float(t.mean())
     std = float(t.std(ddof=1)) if n > 1 else 0.0

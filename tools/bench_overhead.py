@@ -16,6 +16,8 @@ import tempfile
 
 from absl import app, flags
 
+from tfbench import usage
+
 flags.DEFINE_integer("image_size", 112, "Image side.")
 flags.DEFINE_integer("batch_size", 16, "Batch size.")
 flags.DEFINE_integer("num_warmup_steps", 5, "Warm-up steps.")
@@ -81,4 +83,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    groups = [("Benchmark", ["against", "repeats", "image_size", "batch_size", "num_warmup_steps", "num_steps"])]
+    app.run(main, flags_parser=usage.parser(__doc__, lambda: groups, "tools.bench_overhead"))

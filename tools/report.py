@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence
 
 from absl import app, flags
 
+from tfbench import usage
 from tools import aggregate, plots, results_csv, summary
 from tools.runs import Run, find_runs, read_monitor
 from tools.sweep_state import FAILED, find_sweep
@@ -117,5 +118,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Report", ["out"])], "tools.report", define_flags))

@@ -24,6 +24,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import yaml
 from absl import app, flags
 
+from tfbench import usage
 from tfbench.errors import ConfigError
 from tools import grid as grid_lib
 from tools import report
@@ -249,6 +250,10 @@ def main(argv) -> int:
     return 1 if result.failed else 0
 
 
+def help_groups():
+    return [("Sweep", ["config", "sweep_dir", "repeats", "set", "timeout", "command", "dry_run", "report"]),
+            ("Axes (comma-separated values; each replaces that axis of --config)", list(grid_lib.AXES))]
+
+
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "tools.sweep", define_flags))

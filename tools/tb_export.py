@@ -25,6 +25,8 @@ sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.
 from tensorboard.backend.event_processing import event_accumulator  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
+from tfbench import usage  # noqa: E402
+
 FLAGS = flags.FLAGS
 COLUMNS = ("run", "tag", "step", "wall_time", "value")
 # Keep every scalar; skip the kinds an export never reads.
@@ -98,5 +100,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Export", ["out"])], "tools.tb_export", define_flags))

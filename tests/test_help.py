@@ -1,0 +1,103 @@
+"""First contact: every entry point's --help lists its own flags (grouped, with defaults) and
+none of absl's internals; --dry_run plans and prints without starting or writing anything;
+README's flag reference is the one generated from the flag definitions."""
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from conftest import ROOT, run_cli
+from tfbench.config import RunConfig
+
+ABSL_INTERNALS = ("--pdb", "--run_with_pdb", "--verbosity", "--logtostderr", "--only_check_args")
+ENTRY_POINTS = {
+    "tfbench": ["--model", "--strategy", "--num_workers", "--dry_run", "What runs:", "Distribution:"],
+    "cluster.plan": ["--model", "--strategy", "--format", "Plan output:"],
+    "tools.sweep": ["--config", "--sweep_dir", "--repeats", "--set", "--strategy", "Axes"],
+    "tools.report": ["--out", "Report:"],
+    "tools.tb_export": ["--out", "Export:"],
+    "tools.bench_overhead": ["--against", "--repeats", "Benchmark:"],
+}
+
+
+def test_every_run_config_field_is_a_declared_flag():
+    from tfbench import flags as tfbench_flags
+
+    assert sorted(tfbench_flags.flag_names()) == sorted(f.name for f in dataclasses.fields(RunConfig))
+
+
+@pytest.mark.parametrize("module", sorted(ENTRY_POINTS))
+def test_help_lists_own_flags_and_no_absl_internals(module):
+    result = run_cli("--help", module=module, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for expected in ENTRY_POINTS[module]:
+        assert expected in result.stdout, f"{module} --help lacks {expected}"
+    for internal in ABSL_INTERNALS:
+        assert internal not in result.stdout, f"{module} --help shows absl's {internal}"
+
+
+def test_tfbench_help_lists_every_run_config_flag_with_its_default():
+    out = run_cli("--help", timeout=120).stdout
+    defaults = RunConfig()
+    for field in dataclasses.fields(RunConfig):
+        match = re.search(rf"^  --{field.name}=(\S*)", out, re.MULTILINE)
+        assert match, f"--{field.name} missing from --help"
+        value = getattr(defaults, field.name)
+        if isinstance(value, bool):
+            assert match.group(1) == str(value).lower()
+        elif isinstance(value, (int, float, str)) and value != "":
+            assert match.group(1) == str(value)
+
+
+def test_short_help_aliases_and_helpfull_keeps_absl_flags():
+    short = run_cli("-h", timeout=120)
+    assert short.returncode == 0 and "--batch_size" in short.stdout
+    full = run_cli("--helpfull", timeout=120)
+    assert "--verbosity" in full.stdout and "--batch_size" in full.stdout
+
+
+def test_dry_run_prints_every_task_and_writes_nothing(tmp_path):
+    logdir = tmp_path / "runs"
+    result = run_cli(f"--logdir={logdir}", "--dry_run", "--strategy=parameter_server", "--num_workers=2",
+                     "--run_id=planned", timeout=120)
+    assert result.returncode == 0, result.stderr
+    for task in ("chief_0", "worker_0", "worker_1", "ps_0"):
+        line = next(l for l in result.stdout.splitlines() if l.startswith(f"{task}:"))
+        assert "host=localhost" in line and "cores=" in line and "port=" in line and "threads=" in line
+    assert result.stdout.count("TF_CONFIG=") == 4
+    assert result.stdout.count("-m tfbench.task") == 4
+    assert not logdir.exists()
+
+
+def test_dry_run_starts_no_process(tmp_path):
+    """The CLI process is watched with psutil while it runs: no child ever appears."""
+    proc = subprocess.Popen([sys.executable, "-m", "tfbench", f"--logdir={tmp_path / 'runs'}", "--dry_run",
+                             "--strategy=multi_worker_mirrored", "--num_workers=2"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watched = psutil.Process(proc.pid)
+    children = set()
+    while proc.poll() is None:
+        try:
+            children.update(c.pid for c in watched.children(recursive=True))
+        except psutil.NoSuchProcess:
+            break
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert "worker_1:" in out
+    assert not children, f"--dry_run started processes {children}"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_readme_flag_reference_is_generated_from_the_definitions():
+    generated = subprocess.run([sys.executable, "-m", "tfbench.usage", "--markdown"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    block = re.search(r"<!-- flags:begin.*?-->\n(.*?)<!-- flags:end -->", readme, re.DOTALL)
+    assert block, "README.md has no generated flag reference"
+    assert block.group(1) == generated, ("README's flag reference is out of date: regenerate it with "
+                                         "`python -m tfbench.usage --markdown`")
