@@ -1,0 +1,127 @@
+"""Points grouped into panels and lines: what a scaling plot draws and what the findings compare.
+
+A line is every point of a panel that shares one value of each series key. Series keys are the
+config keys that really differ between the points, except the x axis, the keys that merely
+restate it (workers: num_workers, num_local_devices) and the panel keys. So a sweep over a new
+config axis (a link bandwidth, a precision, a ps count) gets lines of its own with no change here,
+and the workers count can never split a strategy into one-point lines.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from tfbench.config import MODES, STRATEGIES
+from tools.aggregate import Point, order_key, varying
+
+SCALE = "scale"  # aggregate.identity's N of scaling efficiency: workers (mirrored: local devices)
+ALIASES: Dict[str, Tuple[str, ...]] = {SCALE: ("num_workers", "num_local_devices")}
+SCALING_PANELS = ("mode", "batch_size")  # scaling plots and findings: one panel per mode and batch
+
+_PANEL_TITLES: Dict[str, Callable[[Any], str]] = {
+    "mode": str,
+    "strategy": str,
+    "batch_size": lambda v: f"batch {v}/replica",
+}
+
+
+@dataclasses.dataclass
+class Line:
+    label: str
+    points: List[Point]  # sorted by x
+    x: str
+
+    @property
+    def xs(self) -> List:
+        return [p.config.get(self.x) for p in self.points]
+
+    def at(self, value) -> Optional[Point]:
+        return next((p for p in self.points if p.config.get(self.x) == value), None)
+
+
+@dataclasses.dataclass
+class Panel:
+    title: str
+    lines: List[Line]
+
+    @property
+    def xs(self) -> List:
+        return sorted({v for line in self.lines for v in line.xs})
+
+
+def scale_unit(config: Dict, count: Optional[int] = None) -> str:
+    """What the scale counts for this config: workers, or a mirrored run's local devices."""
+    word = "local device" if config.get("strategy") == "mirrored" else "worker"
+    return word if count == 1 else word + "s"
+
+
+def workers_label(config: Dict) -> str:
+    n = config.get(SCALE)
+    return f"{n} {scale_unit(config, n)}"
+
+
+def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primary: str,
+           primary_label: Callable[[Dict], str] = lambda c: str(c.get("strategy"))) -> List[Panel]:
+    """Panels (one per combination of panel_keys) of lines along x, one per series.
+
+    Each line is labelled by its primary key (e.g. strategy) plus every other series key whose
+    value tells apart two lines of one panel with the same primary value.
+    """
+    hidden = {x, *ALIASES.get(x, ()), *panel_keys}
+    keys = [k for k in varying(points, exclude=sorted(hidden)) if k != primary]
+    by_panel: Dict[Tuple, Dict[Tuple, List[Point]]] = {}
+    for p in points:
+        panel = tuple(repr(p.config.get(k)) for k in panel_keys)
+        series = (repr(p.config.get(primary)),) + tuple(repr(p.config.get(k)) for k in keys)
+        by_panel.setdefault(panel, {}).setdefault(series, []).append(p)
+    shown = _label_keys([list(s.values()) for s in by_panel.values()], primary, keys)
+    result = []
+    for lines in by_panel.values():
+        first = next(iter(lines.values()))[0].config
+        drawn = []
+        for members in sorted(lines.values(), key=lambda ps: order_key({**ps[0].config, x: 0})):
+            members.sort(key=lambda p: _order(p.config.get(x)))
+            c = members[0].config
+            label = ", ".join([primary_label(c)] + [f"{k}={_value(c.get(k))}" for k in shown])
+            drawn.append(Line(label, members, x))
+        title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)
+        result.append((tuple(_order(first.get(k), k) for k in panel_keys), Panel(title, drawn)))
+    return [panel for _, panel in sorted(result, key=lambda item: item[0])]
+
+
+def _label_keys(panel_lines: List[List[List[Point]]], primary: str, keys: Sequence[str]) -> List[str]:
+    """Series keys that tell apart two lines of one panel sharing their primary value."""
+    hidden = set(ALIASES.get(primary, ()))
+    shown = []
+    for k in keys:
+        if k in hidden:
+            continue
+        for lines in panel_lines:
+            seen: Dict[str, set] = {}
+            for members in lines:
+                c = members[0].config
+                seen.setdefault(repr(c.get(primary)), set()).add(repr(c.get(k)))
+            if any(len(values) > 1 for values in seen.values()):
+                shown.append(k)
+                break
+    return shown
+
+
+def _value(v) -> str:
+    if isinstance(v, (tuple, list)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+_KNOWN_ORDER = {"mode": MODES, "strategy": STRATEGIES}
+
+
+def _order(value, key: str = ""):
+    """Numbers in numeric order before strings, so batch 8 comes before 16; modes and strategies
+    in tfbench's own order."""
+    if value in _KNOWN_ORDER.get(key, ()):
+        return (0, _KNOWN_ORDER[key].index(value), "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        return (0, value, "")
+    return (1, 0, str(value))
