@@ -81,7 +81,8 @@ def gains(line: series.Line) -> str:
         unit = series.scale_unit(cur.config)
         versus = f"({b} {unit}: {nxt.images_per_sec:.1f} vs {_rate(cur)})"
         if nxt.images_per_sec <= cur.images_per_sec:
-            return f"{line.label} stops gaining after {a} {unit} {versus}" + _regains(line, cur) + "."
+            return (f"{line.label} stops gaining after {a} {series.scale_unit(cur.config, a)} {versus}"
+                    + _regains(line, cur) + ".")
         if overlap(cur, nxt):
             return (f"{line.label} gains nothing beyond its 95% intervals from {a} to {b} {unit} {versus}"
                     + _regains(line, nxt) + ".")

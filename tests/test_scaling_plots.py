@@ -1,0 +1,173 @@
+"""The scaling plots read back from their matplotlib figures: which lines, which points, labels.
+
+Runs (per-replica batch 16, rate = 16 × replicas / step seconds):
+  multi_worker_mirrored  1, 2, 4 workers: 0.5, 0.8, 1.0 s steps -> 32, 40, 64 images/sec
+  parameter_server       1, 2, 4 workers: 0.6, 1.0, 2.5 s steps -> 26.67, 32, 25.6 images/sec
+"""
+import os
+
+import matplotlib.pyplot as plt
+import pytest
+
+from tests.report_runs import points_of, write_run
+from tools import plots
+
+STEPS = {"multi_worker_mirrored": {1: 0.5, 2: 0.8, 4: 1.0}, "parameter_server": {1: 0.6, 2: 1.0, 4: 2.5}}
+RATES = {"multi_worker_mirrored": [32.0, 40.0, 64.0], "parameter_server": [80 / 3, 32.0, 25.6]}
+
+
+def write_grid(root, steps=STEPS, prefix="", **kwargs):
+    for strategy, by_workers in steps.items():
+        for workers, step_s in by_workers.items():
+            write_run(str(root), f"{prefix}{strategy}-w{workers}", strategy, workers, step_s, **kwargs)
+
+
+@pytest.fixture
+def grid(tmp_path):
+    write_grid(tmp_path)
+    return points_of(tmp_path)
+
+
+def series_lines(ax):
+    """The data lines of one panel (ideal-scaling lines and error bars left out)."""
+    return [line for line in ax.get_lines() if line.get_gid() == "series"]
+
+
+def drawn(fig):
+    """{panel title: {label: (xs, ys)}} of every visible panel."""
+    return {ax.get_title(): {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+                             for line in series_lines(ax)}
+            for ax in fig.axes if ax.get_visible()}
+
+
+def legend_labels(fig):
+    return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_throughput_has_one_line_per_strategy_across_workers(grid):
+    fig = plots.throughput_figure(grid)
+    panels = drawn(fig)
+    assert list(panels) == ["train, batch 16/replica"]
+    lines = panels["train, batch 16/replica"]
+    assert list(lines) == ["multi_worker_mirrored", "parameter_server"]
+    for strategy, (xs, ys) in lines.items():
+        assert xs == [1, 2, 4]
+        assert ys == pytest.approx(RATES[strategy])
+    assert legend_labels(fig)[:2] == ["multi_worker_mirrored", "parameter_server"]
+    assert fig.axes[0].get_xlabel() == "workers" and fig.axes[0].get_ylabel() == "cluster images/sec"
+    plt.close(fig)
+
+
+def test_throughput_draws_ideal_scaling_from_each_lines_one_worker_rate(grid):
+    fig = plots.throughput_figure(grid)
+    ax = fig.axes[0]
+    ideal = [line for line in ax.get_lines() if line.get_gid() == "ideal"]
+    assert len(ideal) == 2
+    for line, strategy in zip(ideal, ["multi_worker_mirrored", "parameter_server"]):
+        assert list(line.get_xdata()) == [1, 2, 4]
+        assert list(line.get_ydata()) == pytest.approx([RATES[strategy][0] * n for n in (1, 2, 4)])
+        assert line.get_linestyle() == "--"
+    assert any(label.startswith("ideal:") for label in legend_labels(fig))
+    assert ax.get_xscale() == "log"  # 1, 2, 4: doubling sizes evenly spaced
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4"]
+    plt.close(fig)
+
+
+def test_efficiency_has_one_line_per_strategy_in_percent(grid):
+    fig = plots.efficiency_figure(grid)
+    lines = drawn(fig)["train, batch 16/replica"]
+    assert list(lines) == ["multi_worker_mirrored", "parameter_server"]
+    assert lines["multi_worker_mirrored"][1] == pytest.approx([1.0, 40 / 64, 0.5])
+    assert lines["parameter_server"][1] == pytest.approx([1.0, 32 / (2 * 80 / 3), 25.6 / (4 * 80 / 3)])
+    assert fig.axes[0].get_ylim()[0] == 0
+    plt.close(fig)
+
+
+def test_report_writes_the_line_plots(grid, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    assert plots.images_per_sec_vs_workers(grid, str(out / "t.png"))
+    assert plots.scaling_efficiency(grid, str(out / "e.png"))
+    assert (out / "t.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_other_differing_axes_get_lines_of_their_own(tmp_path):
+    write_grid(tmp_path)
+    write_grid(tmp_path, {"multi_worker_mirrored": {1: 0.7, 2: 1.0, 4: 1.4}}, prefix="hard-", placement="hard")
+    lines = drawn(plots.throughput_figure(points_of(tmp_path)))["train, batch 16/replica"]
+    assert sorted(lines) == ["multi_worker_mirrored, placement=hard", "multi_worker_mirrored, placement=soft",
+                             "parameter_server, placement=soft"]
+    assert all(xs == [1, 2, 4] for xs, _ in lines.values())
+    plt.close("all")
+
+
+def test_a_config_key_tfbench_does_not_know_yet_is_an_axis_too(tmp_path):
+    """E.g. a link bandwidth: every key that really differs splits lines, nothing else does."""
+    for link in (100, 1000):
+        write_grid(tmp_path, prefix=f"l{link}-", extra_config={"link_mbit": link})
+    lines = drawn(plots.throughput_figure(points_of(tmp_path)))["train, batch 16/replica"]
+    assert list(lines) == ["multi_worker_mirrored, link_mbit=100", "multi_worker_mirrored, link_mbit=1000",
+                           "parameter_server, link_mbit=100", "parameter_server, link_mbit=1000"]
+    assert all(len(xs) == 3 for xs, _ in lines.values())
+    plt.close("all")
+
+
+def test_mirrored_devices_share_the_workers_axis(tmp_path):
+    write_grid(tmp_path, {"multi_worker_mirrored": {1: 0.5, 2: 0.8}})
+    write_run(str(tmp_path), "mirrored-d1", "mirrored", 1, 0.5, devices=1)
+    write_run(str(tmp_path), "mirrored-d2", "mirrored", 1, 0.6, devices=2)
+    fig = plots.throughput_figure(points_of(tmp_path))
+    lines = drawn(fig)["train, batch 16/replica"]
+    assert list(lines) == ["mirrored", "multi_worker_mirrored"]
+    assert lines["mirrored"] == ([1, 2], pytest.approx([32.0, 32 / 0.6]))
+    assert fig.axes[0].get_xlabel() == "workers (mirrored: local devices)"
+    plt.close(fig)
+
+
+def test_each_mode_and_batch_is_a_panel_with_the_same_colours(tmp_path):
+    write_grid(tmp_path)
+    write_grid(tmp_path, prefix="fwd-", mode="forward")
+    fig = plots.throughput_figure(points_of(tmp_path))
+    panels = drawn(fig)
+    assert list(panels) == ["train, batch 16/replica", "forward, batch 16/replica"]
+    assert all(list(lines) == ["multi_worker_mirrored", "parameter_server"] for lines in panels.values())
+    colours = [{line.get_label(): line.get_color() for line in series_lines(ax)} for ax in fig.axes if ax.get_visible()]
+    assert colours[0] == colours[1]
+    assert len(fig.legends) == 1  # one legend beside the panels, none over the data
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    plt.close(fig)
+
+
+def test_error_bars_only_from_repeats(tmp_path):
+    write_grid(tmp_path)
+    fig = plots.throughput_figure(points_of(tmp_path))
+    assert not fig.axes[0].collections and "no error bars" in fig.get_suptitle()
+    plt.close(fig)
+    write_grid(tmp_path, {"multi_worker_mirrored": {1: 0.55, 2: 0.9, 4: 1.2}}, prefix="again-")
+    fig = plots.throughput_figure(points_of(tmp_path))
+    bars = fig.axes[0].collections
+    assert len(bars) == 1  # the repeated strategy only
+    assert len(bars[0].get_segments()) == 3
+    assert "95% CI across repeats" in fig.get_suptitle()
+    plt.close(fig)
+
+
+def test_nothing_to_join_draws_no_scaling_plot(tmp_path):
+    write_grid(tmp_path, {"multi_worker_mirrored": {2: 0.8}, "parameter_server": {2: 1.0}})
+    points = points_of(tmp_path)
+    assert plots.throughput_figure(points) is None
+    assert not plots.images_per_sec_vs_workers(points, str(tmp_path / "t.png"))
+    assert not os.path.exists(tmp_path / "t.png")
+
+
+def test_step_time_has_one_line_per_worker_count_across_batch_sizes(tmp_path):
+    for batch in (16, 32):
+        write_grid(tmp_path, {"multi_worker_mirrored": {1: 0.5 * batch / 16, 2: 0.8 * batch / 16}},
+                   prefix=f"b{batch}-", batch_size=batch)
+    fig = plots.step_time_figure(points_of(tmp_path))
+    lines = drawn(fig)["train, multi_worker_mirrored"]
+    assert list(lines) == ["1 worker", "2 workers"]
+    assert lines["1 worker"] == ([16, 32], pytest.approx([0.5, 1.0]))
+    assert lines["2 workers"] == ([16, 32], pytest.approx([0.8, 1.6]))
+    assert fig.axes[0].get_xlabel() == "batch per replica (images)"
+    plt.close(fig)
