@@ -4,7 +4,7 @@ tests/test_scaling_plots.py for the grid: MWMS 32, 40, 64 and PS 26.67, 32, 25.6
 import pytest
 
 from tests.report_runs import points_of, write_run
-from tests.test_scaling_plots import write_grid
+from tests.test_scaling_plots import STEPS, write_grid
 from tools import findings, summary
 
 TRAIN = "train, batch 16/replica"
@@ -93,3 +93,11 @@ def test_mirrored_sentences_speak_of_local_devices(mirrored):
         "Scaling efficiency at 2 local devices: mirrored 100%.",
         "mirrored gains at every step up to 2 local devices (1 → 2: 2.00× the images/sec).",
     ]
+
+
+def test_strategies_that_keep_gaining_share_one_sentence(tmp_path):
+    write_grid(tmp_path, {**STEPS, "horovod": {1: 0.5, 2: 0.6, 4: 0.8}})
+    sentences = findings.findings(points_of(tmp_path))[0][1]
+    assert ("multi_worker_mirrored and horovod gain at every step up to 4 workers "
+            "(2 → 4: multi_worker_mirrored 1.60×, horovod 1.50× the images/sec).") in sentences
+    assert "Scaling efficiency at 4 workers: horovod 62%, multi_worker_mirrored 50%, parameter_server 24%." in sentences

@@ -160,14 +160,14 @@ def test_nothing_to_join_draws_no_scaling_plot(tmp_path):
     assert not os.path.exists(tmp_path / "t.png")
 
 
-def test_step_time_has_one_line_per_worker_count_across_batch_sizes(tmp_path):
+def test_step_time_has_one_line_per_strategy_across_batch_sizes(tmp_path):
     for batch in (16, 32):
-        write_grid(tmp_path, {"multi_worker_mirrored": {1: 0.5 * batch / 16, 2: 0.8 * batch / 16}},
+        write_grid(tmp_path, {s: {w: t * batch / 16 for w, t in by.items() if w < 4} for s, by in STEPS.items()},
                    prefix=f"b{batch}-", batch_size=batch)
     fig = plots.step_time_figure(points_of(tmp_path))
-    lines = drawn(fig)["train, multi_worker_mirrored"]
-    assert list(lines) == ["1 worker", "2 workers"]
-    assert lines["1 worker"] == ([16, 32], pytest.approx([0.5, 1.0]))
-    assert lines["2 workers"] == ([16, 32], pytest.approx([0.8, 1.6]))
+    panels = drawn(fig)
+    assert list(panels) == ["train, 1 worker", "train, 2 workers"]
+    assert panels["train, 2 workers"] == {"multi_worker_mirrored": ([16, 32], pytest.approx([0.8, 1.6])),
+                                          "parameter_server": ([16, 32], pytest.approx([1.0, 2.0]))}
     assert fig.axes[0].get_xlabel() == "batch per replica (images)"
     plt.close(fig)

@@ -28,7 +28,10 @@ def panel_findings(panel: series.Panel) -> List[str]:
         sentences.append(f"Only {_at(panel, scales[0])} measured: scaling cannot be judged.")
         return [s for s in sentences if s]
     sentences += efficiency(panel)
-    sentences += [gains(line) for line in panel.lines if len(line.points) > 1]
+    growing = [line for line in panel.lines if len(line.points) > 1]
+    stalls = {line.label: stall(line) for line in growing}
+    sentences += gains([line for line in growing if not stalls[line.label]])
+    sentences += [stalls[line.label] for line in growing]
     return [s for s in sentences if s]
 
 
@@ -50,31 +53,28 @@ def fastest(panel: series.Panel, n) -> str:
 
 def efficiency(panel: series.Panel) -> List[str]:
     """Scaling efficiency of each line at its largest scale, grouped by that scale."""
-    by_scale: Dict[int, List[Tuple[str, float]]] = {}
-    missing: Dict[int, List[str]] = {}
+    by_scale: Dict[int, List[Point]] = {}
     for line in panel.lines:
         largest = line.points[-1]
-        n = largest.config[series.SCALE]
-        if n == 1:
-            continue
-        if _finite(largest.efficiency):
-            by_scale.setdefault(n, []).append((line.label, largest.efficiency))
-        else:
-            missing.setdefault(n, []).append(line.label)
+        if largest.config[series.SCALE] != 1:
+            by_scale.setdefault(largest.config[series.SCALE], []).append(largest)
+    labels = {id(line.points[-1]): line.label for line in panel.lines}
     sentences = []
-    for n in sorted(set(by_scale) | set(missing)):
-        values = sorted(by_scale.get(n, []), key=lambda item: -item[1])
-        if values:
-            sentences.append(f"Scaling efficiency at {_at(panel, n)}: "
-                             + ", ".join(f"{label} {100 * e:.0f}%" for label, e in values) + ".")
-        if missing.get(n):
-            sentences.append(f"Scaling efficiency at {_at(panel, n)} cannot be computed for "
-                             f"{', '.join(missing[n])}: no comparable 1-worker point.")
+    for n in sorted(by_scale):
+        at = _count(n, [p.config for p in by_scale[n]])
+        known = sorted((p for p in by_scale[n] if _finite(p.efficiency)), key=lambda p: -p.efficiency)
+        missing = [labels[id(p)] for p in by_scale[n] if not _finite(p.efficiency)]
+        if known:
+            sentences.append(f"Scaling efficiency at {at}: "
+                             + ", ".join(f"{labels[id(p)]} {100 * p.efficiency:.0f}%" for p in known) + ".")
+        if missing:
+            sentences.append(f"Scaling efficiency at {at} cannot be computed for {', '.join(missing)}: "
+                             f"no comparable 1-worker point.")
     return sentences
 
 
-def gains(line: series.Line) -> str:
-    """Where the line first stops gaining throughput as workers are added, if it does."""
+def stall(line: series.Line) -> str:
+    """Where the line first stops gaining throughput as workers are added; '' when it never does."""
     points = line.points
     for cur, nxt in zip(points, points[1:]):
         a, b = cur.config[series.SCALE], nxt.config[series.SCALE]
@@ -86,11 +86,28 @@ def gains(line: series.Line) -> str:
         if overlap(cur, nxt):
             return (f"{line.label} gains nothing beyond its 95% intervals from {a} to {b} {unit} {versus}"
                     + _regains(line, nxt) + ".")
-    last, before = points[-1], points[-2]
-    unit = series.scale_unit(last.config)
-    return (f"{line.label} gains at every step up to {last.config[series.SCALE]} {unit} "
-            f"({before.config[series.SCALE]} → {last.config[series.SCALE]}: "
-            f"{last.images_per_sec / before.images_per_sec:.2f}× the images/sec).")
+    return ""
+
+
+def gains(lines: Sequence[series.Line]) -> List[str]:
+    """One sentence per last step shared by lines that gain at every step, with each line's
+    ratio over that last step."""
+    steps: Dict[Tuple, List[series.Line]] = {}
+    for line in lines:
+        before, last = line.points[-2], line.points[-1]
+        key = (before.config[series.SCALE], last.config[series.SCALE], series.scale_unit(last.config))
+        steps.setdefault(key, []).append(line)
+    sentences = []
+    for (a, b, unit), members in steps.items():
+        ratios = [(line.label, line.points[-1].images_per_sec / line.points[-2].images_per_sec) for line in members]
+        if len(ratios) == 1:
+            label, ratio = ratios[0]
+            sentences.append(f"{label} gains at every step up to {b} {unit} ({a} → {b}: {ratio:.2f}× the images/sec).")
+        else:
+            names = ", ".join(label for label, _ in ratios[:-1]) + f" and {ratios[-1][0]}"
+            each = ", ".join(f"{label} {ratio:.2f}×" for label, ratio in ratios)
+            sentences.append(f"{names} gain at every step up to {b} {unit} ({a} → {b}: {each} the images/sec).")
+    return sentences
 
 
 def _regains(line: series.Line, stall: Point) -> str:
@@ -119,8 +136,11 @@ def _interval(p: Point) -> Optional[Tuple[float, float]]:
 
 
 def _at(panel: series.Panel, n) -> str:
-    """'2 workers', or '2 local devices' when every line at n is mirrored."""
-    configs = [line.at(n).config for line in panel.lines if line.at(n) is not None]
+    return _count(n, [line.at(n).config for line in panel.lines if line.at(n) is not None])
+
+
+def _count(n, configs: Sequence[Dict]) -> str:
+    """'2 workers', or '2 local devices' when every config counted is mirrored."""
     units = {series.scale_unit(c, n) for c in configs}
     return f"{n} {units.pop() if len(units) == 1 else series.scale_unit({}, n)}"
 

@@ -60,18 +60,20 @@ def efficiency_figure(points: Sequence[Point]) -> Optional[Figure]:
     """Scaling efficiency against workers, one line per strategy; 100% is linear scaling."""
     points = [p for p in points if _finite(p.efficiency)]
     groups = series.panels(points, x=series.SCALE, panel_keys=series.SCALING_PANELS, primary="strategy")
+    for group in groups:  # a line measured at 1 worker only is 100% by definition: nothing to show
+        group.lines = [line for line in group.lines if line.xs != [1]]
     return _figure(groups, title="Scaling efficiency vs workers: rate at N ÷ (N × rate at 1)",
                    xlabel=_workers_axis(points), ylabel="scaling efficiency", y=lambda p: p.efficiency,
                    percent=True)
 
 
 def step_time_figure(points: Sequence[Point]) -> Optional[Figure]:
-    """Mean step time against per-replica batch, one line per cluster size (drawn only when the
-    data hold more than one batch size)."""
+    """Mean step time against per-replica batch, one panel per mode and worker count, one line
+    per strategy (drawn only when the data hold more than one batch size)."""
     points = [p for p in points if _finite((p.stats or {}).get("mean_s"))]
-    groups = series.panels(points, x="batch_size", panel_keys=("mode", "strategy"), primary=series.SCALE,
-                           primary_label=series.workers_label)
-    return _figure(groups, title="Step time vs batch size (error bars: step-time 95% CI)",
+    groups = series.panels(points, x="batch_size", panel_keys=("mode", series.SCALE), primary="strategy")
+    mirrored = "; mirrored: local devices count as workers" if _has_mirrored(points) else ""
+    return _figure(groups, title=f"Step time vs batch size (error bars: step-time 95% CI{mirrored})",
                    xlabel="batch per replica (images)", ylabel="mean step time (s)",
                    y=lambda p: p.stats["mean_s"], yerr=_step_error)
 
@@ -81,16 +83,21 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
             percent: bool = False) -> Optional[Figure]:
     """A grid of panels, one colour and marker per line label across all panels, and one legend
     beside the panels (never over the data). None when no line has two points to join."""
+    groups = [g for g in groups if g.lines]
     if not any(len(line.points) > 1 for g in groups for line in g.lines):
         return None
     labels = list(dict.fromkeys(line.label for g in groups for line in g.lines))
     colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
     markers = {label: _MARKERS[i % len(_MARKERS)] for i, label in enumerate(labels)}
-    cols = min(3, len(groups))
-    rows = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(rows, cols, squeeze=False, figsize=(max(4.6 * cols, 7.0), 3.6 * rows + 1.2),
-                             layout="constrained")
-    for ax, group in zip(axes.flat, groups):
+    rows = sorted({g.order[0] for g in groups})  # e.g. one row per mode,
+    cols = sorted({g.order[1] for g in groups})  # one column per batch size
+    fig, axes = plt.subplots(len(rows), len(cols), squeeze=False, layout="constrained",
+                             figsize=(max(4.6 * len(cols), 7.0), 3.6 * len(rows) + 1.2))
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for group in groups:
+        ax = axes[rows.index(group.order[0])][cols.index(group.order[1])]
+        ax.set_visible(True)
         for line in group.lines:
             color = colors[line.label]
             ax.plot(line.xs, [y(p) for p in line.points], color=color, marker=markers[line.label],
@@ -105,8 +112,6 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
                 ax.plot(line.xs, [y(one) * n for n in line.xs], color=color, linestyle="--", linewidth=1,
                         alpha=0.6, label="_ideal", gid="ideal")
         _axes(ax, group, xlabel, ylabel, percent)
-    for ax in list(axes.flat)[len(groups):]:
-        ax.set_visible(False)
     handles = [Line2D([], [], color=colors[label], marker=markers[label], label=label) for label in labels]
     if ideal:
         handles.append(Line2D([], [], color="gray", linestyle="--", label="ideal: N × the line's 1-worker rate"))
@@ -139,9 +144,11 @@ def _axes(ax, group: series.Panel, xlabel: str, ylabel: str, percent: bool) -> N
 
 
 def _workers_axis(points: Sequence[Point]) -> str:
-    if any(p.config.get("strategy") == "mirrored" for p in points):
-        return "workers (mirrored: local devices)"
-    return "workers"
+    return "workers (mirrored: local devices)" if _has_mirrored(points) else "workers"
+
+
+def _has_mirrored(points: Sequence[Point]) -> bool:
+    return any(p.config.get("strategy") == "mirrored" for p in points)
 
 
 def _repeat_error(p: Point) -> Tuple[float, float]:

@@ -23,6 +23,7 @@ _PANEL_TITLES: Dict[str, Callable[[Any], str]] = {
     "mode": str,
     "strategy": str,
     "batch_size": lambda v: f"batch {v}/replica",
+    SCALE: lambda v: f"{v} worker" + ("" if v == 1 else "s"),
 }
 
 
@@ -44,6 +45,7 @@ class Line:
 class Panel:
     title: str
     lines: List[Line]
+    order: Tuple = ()  # one sort key per panel key: a grid's row and column
 
     @property
     def xs(self) -> List:
@@ -56,11 +58,6 @@ def scale_unit(config: Dict, count: Optional[int] = None) -> str:
     return word if count == 1 else word + "s"
 
 
-def workers_label(config: Dict) -> str:
-    n = config.get(SCALE)
-    return f"{n} {scale_unit(config, n)}"
-
-
 def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primary: str,
            primary_label: Callable[[Dict], str] = lambda c: str(c.get("strategy"))) -> List[Panel]:
     """Panels (one per combination of panel_keys) of lines along x, one per series.
@@ -68,7 +65,7 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
     Each line is labelled by its primary key (e.g. strategy) plus every other series key whose
     value tells apart two lines of one panel with the same primary value.
     """
-    hidden = {x, *ALIASES.get(x, ()), *panel_keys}
+    hidden = {k for key in (x, *panel_keys) for k in (key, *ALIASES.get(key, ()))}
     keys = [k for k in varying(points, exclude=sorted(hidden)) if k != primary]
     by_panel: Dict[Tuple, Dict[Tuple, List[Point]]] = {}
     for p in points:
@@ -86,8 +83,8 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
             label = ", ".join([primary_label(c)] + [f"{k}={_value(c.get(k))}" for k in shown])
             drawn.append(Line(label, members, x))
         title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)
-        result.append((tuple(_order(first.get(k), k) for k in panel_keys), Panel(title, drawn)))
-    return [panel for _, panel in sorted(result, key=lambda item: item[0])]
+        result.append(Panel(title, drawn, tuple(_order(first.get(k), k) for k in panel_keys)))
+    return sorted(result, key=lambda panel: panel.order)
 
 
 def _label_keys(panel_lines: List[List[List[Point]]], primary: str, keys: Sequence[str]) -> List[str]:
