@@ -171,3 +171,12 @@ def test_step_time_has_one_line_per_strategy_across_batch_sizes(tmp_path):
                                           "parameter_server": ([16, 32], pytest.approx([1.0, 2.0]))}
     assert fig.axes[0].get_xlabel() == "batch per replica (images)"
     plt.close(fig)
+
+
+def test_rates_ten_times_apart_get_a_log_axis(tmp_path):
+    write_grid(tmp_path, {"multi_worker_mirrored": {1: 0.05, 2: 0.1}, "parameter_server": {1: 0.6, 2: 1.0}})
+    fig = plots.throughput_figure(points_of(tmp_path))
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "cluster images/sec (log scale)"
+    assert ax.get_xscale() == "linear"  # 1 and 2 workers: nothing to gain from log2
+    plt.close(fig)

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import NullFormatter, PercentFormatter  # noqa: E402
+from matplotlib.ticker import LogFormatter, NullFormatter, PercentFormatter  # noqa: E402
 
 from tools import series  # noqa: E402
 from tools.aggregate import Point  # noqa: E402
@@ -111,7 +111,7 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
             if ideal and one is not None and len(line.points) > 1:
                 ax.plot(line.xs, [y(one) * n for n in line.xs], color=color, linestyle="--", linewidth=1,
                         alpha=0.6, label="_ideal", gid="ideal")
-        _axes(ax, group, xlabel, ylabel, percent)
+        _axes(ax, group, xlabel, ylabel, percent, [y(p) for line in group.lines for p in line.points])
     handles = [Line2D([], [], color=colors[label], marker=markers[label], label=label) for label in labels]
     if ideal:
         handles.append(Line2D([], [], color="gray", linestyle="--", label="ideal: N × the line's 1-worker rate"))
@@ -122,7 +122,7 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
     return fig
 
 
-def _axes(ax, group: series.Panel, xlabel: str, ylabel: str, percent: bool) -> None:
+def _axes(ax, group: series.Panel, xlabel: str, ylabel: str, percent: bool, ys: List[float]) -> None:
     xs = group.xs
     if len(xs) > 2 and xs[0] > 0 and xs[-1] / xs[0] >= 4:  # sizes that double: evenly spaced on log2
         ax.set_xscale("log", base=2)
@@ -135,11 +135,17 @@ def _axes(ax, group: series.Panel, xlabel: str, ylabel: str, percent: bool) -> N
         ax.axhline(1.0, color="gray", linestyle=":", linewidth=1)
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_ylim(0, max(1.1, ax.get_ylim()[1]))
+    elif min(ys) > 0 and max(ys) / min(ys) >= 10:  # lines ten times apart: log, or the low one is flat
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(LogFormatter())
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+        ax.set_ylabel(ylabel + " (log scale)")
     else:
         ax.set_ylim(bottom=0)
     ax.set_title(group.title, fontsize=10)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    if not ax.get_ylabel():
+        ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
 
 
