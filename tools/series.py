@@ -58,21 +58,21 @@ def scale_unit(config: Dict, count: Optional[int] = None) -> str:
     return word if count == 1 else word + "s"
 
 
-def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primary: str,
-           primary_label: Callable[[Dict], str] = lambda c: str(c.get("strategy"))) -> List[Panel]:
+def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primary: str) -> List[Panel]:
     """Panels (one per combination of panel_keys) of lines along x, one per series.
 
-    Each line is labelled by its primary key (e.g. strategy) plus every other series key whose
-    value tells apart two lines of one panel with the same primary value.
+    A line is labelled by its primary value (e.g. the strategy) plus each other series key whose
+    value tells apart two lines of one panel with that primary value (e.g. "parameter_server,
+    ps_sync=True" next to a plain "horovod").
     """
     hidden = {k for key in (x, *panel_keys) for k in (key, *ALIASES.get(key, ()))}
     keys = [k for k in varying(points, exclude=sorted(hidden)) if k != primary]
     by_panel: Dict[Tuple, Dict[Tuple, List[Point]]] = {}
     for p in points:
         panel = tuple(repr(p.config.get(k)) for k in panel_keys)
-        series = (repr(p.config.get(primary)),) + tuple(repr(p.config.get(k)) for k in keys)
-        by_panel.setdefault(panel, {}).setdefault(series, []).append(p)
-    shown = _label_keys([list(s.values()) for s in by_panel.values()], primary, keys)
+        line = (repr(p.config.get(primary)),) + tuple(repr(p.config.get(k)) for k in keys)
+        by_panel.setdefault(panel, {}).setdefault(line, []).append(p)
+    shown = _label_keys([list(lines.values()) for lines in by_panel.values()], primary, keys)
     result = []
     for lines in by_panel.values():
         first = next(iter(lines.values()))[0].config
@@ -80,28 +80,26 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
         for members in sorted(lines.values(), key=lambda ps: order_key({**ps[0].config, x: 0})):
             members.sort(key=lambda p: _order(p.config.get(x)))
             c = members[0].config
-            label = ", ".join([primary_label(c)] + [f"{k}={_value(c.get(k))}" for k in shown])
+            label = ", ".join([_value(c.get(primary))] +
+                              [f"{k}={_value(c.get(k))}" for k in shown.get(repr(c.get(primary)), ())])
             drawn.append(Line(label, members, x))
         title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)
         result.append(Panel(title, drawn, tuple(_order(first.get(k), k) for k in panel_keys)))
     return sorted(result, key=lambda panel: panel.order)
 
 
-def _label_keys(panel_lines: List[List[List[Point]]], primary: str, keys: Sequence[str]) -> List[str]:
-    """Series keys that tell apart two lines of one panel sharing their primary value."""
-    hidden = set(ALIASES.get(primary, ()))
-    shown = []
+def _label_keys(panel_lines: List[List[List[Point]]], primary: str, keys: Sequence[str]) -> Dict[str, List[str]]:
+    """For each primary value, the series keys that tell apart two of its lines in one panel."""
+    shown: Dict[str, List[str]] = {}
     for k in keys:
-        if k in hidden:
-            continue
         for lines in panel_lines:
             seen: Dict[str, set] = {}
             for members in lines:
                 c = members[0].config
                 seen.setdefault(repr(c.get(primary)), set()).add(repr(c.get(k)))
-            if any(len(values) > 1 for values in seen.values()):
-                shown.append(k)
-                break
+            for value, values in seen.items():
+                if len(values) > 1 and k not in shown.setdefault(value, []):
+                    shown[value].append(k)
     return shown
 
 
