@@ -180,3 +180,14 @@ def test_rates_ten_times_apart_get_a_log_axis(tmp_path):
     assert ax.get_yscale() == "log" and ax.get_ylabel() == "cluster images/sec (log scale)"
     assert ax.get_xscale() == "linear"  # 1 and 2 workers: nothing to gain from log2
     plt.close(fig)
+
+
+def test_a_strategy_keeps_its_colour_in_every_figure(tmp_path):
+    write_grid(tmp_path)
+    write_run(str(tmp_path), "default-w1", "default", 1, 0.45)  # in the throughput plot, not in efficiency
+    points = points_of(tmp_path)
+    figures = [plots.throughput_figure(points), plots.efficiency_figure(points)]
+    colours = [{line.get_label(): line.get_color() for line in series_lines(fig.axes[0])} for fig in figures]
+    assert "default" in colours[0] and "default" not in colours[1]
+    assert colours[1] == {k: v for k, v in colours[0].items() if k != "default"}
+    plt.close("all")

@@ -2,11 +2,12 @@
 
 Each point plot is a grid of panels (e.g. mode × batch) with one line per series as
 tools.series defines it (e.g. one per strategy, across workers); a line keeps its colour and
-marker in every panel and the legend sits beside the panels. The *_figure functions return the
+marker in every panel and the legend sits below the panels. The *_figure functions return the
 matplotlib figure so that tests can read the lines back. Matplotlib runs headless (Agg).
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatter, NullFormatter, PercentFormatter  # noqa: E402
 
+from tfbench.config import STRATEGIES  # noqa: E402
 from tools import series  # noqa: E402
 from tools.aggregate import Point  # noqa: E402
 from tools.runs import Run  # noqa: E402
@@ -82,13 +84,12 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
             yerr: Optional[Callable[[Point], Tuple[float, float]]] = None, ideal: bool = False,
             percent: bool = False) -> Optional[Figure]:
     """A grid of panels, one colour and marker per line label across all panels, and one legend
-    beside the panels (never over the data). None when no line has two points to join."""
+    below the panels (never over the data). None when no line has two points to join."""
     groups = [g for g in groups if g.lines]
     if not any(len(line.points) > 1 for g in groups for line in g.lines):
         return None
     labels = list(dict.fromkeys(line.label for g in groups for line in g.lines))
-    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-    markers = {label: _MARKERS[i % len(_MARKERS)] for i, label in enumerate(labels)}
+    colors, markers = _styles(labels)
     rows = sorted({g.order[0] for g in groups})  # e.g. one row per mode,
     cols = sorted({g.order[1] for g in groups})  # one column per batch size
     fig, axes = plt.subplots(len(rows), len(cols), squeeze=False, layout="constrained",
@@ -120,6 +121,18 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8)
     fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _styles(labels: Sequence[str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """Colour and marker per label: a strategy on its own keeps one colour in every figure and
+    report; other labels take the colours left over."""
+    index = {label: STRATEGIES.index(label) for label in labels if label in STRATEGIES}
+    spare = (i for i in itertools.count() if i % 10 not in index.values() or i >= 10)
+    for label in labels:
+        if label not in index:
+            index[label] = next(spare)
+    return ({label: f"C{i % 10}" for label, i in index.items()},
+            {label: _MARKERS[i % len(_MARKERS)] for label, i in index.items()})
 
 
 def _axes(ax, group: series.Panel, xlabel: str, ylabel: str, percent: bool, ys: List[float]) -> None:
