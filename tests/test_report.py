@@ -120,6 +120,9 @@ def test_summary_lists_results_comparison_and_failures(built):
     assert "## Hard vs soft placement" in text
     assert "| multi_worker_mirrored | 1 | 0 | 16 | train | cpu | 36.0 | 25.6 | 0.71 |" in text
     assert "## CPU vs GPU" not in text
+    assert ("- At 2 workers multi_worker_mirrored (placement=soft) is fastest (40.0 images/sec, "
+            "1.25× parameter_server).") in text
+    assert text.index("## Findings") < text.index("## Results")
     assert "| ps-w2-failed | parameter_server | 2 | 32 |" in text
     assert "ps_0 exited with code 1: Resource exhausted" in text
 

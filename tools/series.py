@@ -13,7 +13,7 @@ import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfbench.config import MODES, STRATEGIES
-from tools.aggregate import Point, order_key, varying
+from tools.aggregate import Point, varying
 
 SCALE = "scale"  # aggregate.identity's N of scaling efficiency: workers (mirrored: local devices)
 ALIASES: Dict[str, Tuple[str, ...]] = {SCALE: ("num_workers", "num_local_devices")}
@@ -62,8 +62,8 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
     """Panels (one per combination of panel_keys) of lines along x, one per series.
 
     A line is labelled by its primary value (e.g. the strategy) plus each other series key whose
-    value tells apart two lines of one panel with that primary value (e.g. "parameter_server,
-    ps_sync=True" next to a plain "horovod").
+    value tells apart two lines of one panel with that primary value (e.g. "parameter_server
+    (ps_sync=True)" next to a plain "horovod").
     """
     hidden = {k for key in (x, *panel_keys) for k in (key, *ALIASES.get(key, ()))}
     keys = [k for k in varying(points, exclude=sorted(hidden)) if k != primary]
@@ -77,11 +77,12 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
     for lines in by_panel.values():
         first = next(iter(lines.values()))[0].config
         drawn = []
-        for members in sorted(lines.values(), key=lambda ps: order_key({**ps[0].config, x: 0})):
+        for members in sorted(lines.values(), key=lambda ps: tuple(_order(ps[0].config.get(k), k)
+                                                                   for k in (primary, *keys))):
             members.sort(key=lambda p: _order(p.config.get(x)))
             c = members[0].config
-            label = ", ".join([_value(c.get(primary))] +
-                              [f"{k}={_value(c.get(k))}" for k in shown.get(repr(c.get(primary)), ())])
+            extra = ", ".join(f"{k}={_value(c.get(k))}" for k in shown.get(repr(c.get(primary)), ()))
+            label = _value(c.get(primary)) + (f" ({extra})" if extra else "")
             drawn.append(Line(label, members, x))
         title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)
         result.append(Panel(title, drawn, tuple(_order(first.get(k), k) for k in panel_keys)))
