@@ -101,3 +101,9 @@ def test_strategies_that_keep_gaining_share_one_sentence(tmp_path):
     assert ("multi_worker_mirrored and horovod gain at every step up to 4 workers "
             "(2 → 4: multi_worker_mirrored 1.60×, horovod 1.50× the images/sec).") in sentences
     assert "Scaling efficiency at 4 workers: horovod 62%, multi_worker_mirrored 50%, parameter_server 24%." in sentences
+
+
+def test_rates_within_half_a_percent_are_level(tmp_path):
+    write_grid(tmp_path, {"multi_worker_mirrored": {2: 0.8}, "parameter_server": {2: 0.801}})
+    assert findings.findings(points_of(tmp_path))[0][1][0] == (
+        "At 2 workers multi_worker_mirrored and parameter_server are level (40.0 images/sec and 40.0).")

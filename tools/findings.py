@@ -46,6 +46,8 @@ def fastest(panel: series.Panel, n) -> str:
     if overlap(top, runner):
         return (f"{where} {best.label} ({_rate(top)}) and {second.label} ({runner.images_per_sec:.1f}) lie within "
                 f"each other's 95% intervals: neither is clearly fastest.")
+    if runner.images_per_sec > 0 and f"{top.images_per_sec / runner.images_per_sec:.2f}" == "1.00":
+        return f"{where} {best.label} and {second.label} are level ({_rate(top)} and {runner.images_per_sec:.1f})."
     ratios = ", ".join(f"{top.images_per_sec / p.images_per_sec:.2f}× {line.label}" for line, p in ranked[1:]
                        if p.images_per_sec > 0)
     return f"{where} {best.label} is fastest ({_rate(top)}, {ratios})."
