@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from tests.report_runs import points_of, write_run
-from tools import plots
+from tools import plots, report
 
 STEPS = {"multi_worker_mirrored": {1: 0.5, 2: 0.8, 4: 1.0}, "parameter_server": {1: 0.6, 2: 1.0, 4: 2.5}}
 RATES = {"multi_worker_mirrored": [32.0, 40.0, 64.0], "parameter_server": [80 / 3, 32.0, 25.6]}
@@ -152,12 +152,20 @@ def test_error_bars_only_from_repeats(tmp_path):
     plt.close(fig)
 
 
-def test_nothing_to_join_draws_no_scaling_plot(tmp_path):
+def test_one_worker_count_gives_bars_per_strategy_and_no_efficiency_plot(tmp_path):
     write_grid(tmp_path, {"multi_worker_mirrored": {2: 0.8}, "parameter_server": {2: 1.0}})
     points = points_of(tmp_path)
-    assert plots.throughput_figure(points) is None
-    assert not plots.images_per_sec_vs_workers(points, str(tmp_path / "t.png"))
-    assert not os.path.exists(tmp_path / "t.png")
+    fig = plots.throughput_figure(points)
+    ax = fig.axes[0]
+    assert not series_lines(ax)
+    assert [bar.get_height() for bar in ax.patches] == pytest.approx([40.0, 32.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["multi_worker_mirrored\n2 workers",
+                                                            "parameter_server\n2 workers"]
+    assert "no scaling curve" in fig.get_suptitle()
+    plt.close(fig)
+    assert plots.efficiency_figure(points) is None  # nothing at 1 worker to compare with
+    assert not plots.scaling_efficiency(points, str(tmp_path / "e.png"))
+    assert not os.path.exists(tmp_path / "e.png")
 
 
 def test_step_time_has_one_line_per_strategy_across_batch_sizes(tmp_path):
@@ -191,3 +199,12 @@ def test_a_strategy_keeps_its_colour_in_every_figure(tmp_path):
     assert "default" in colours[0] and "default" not in colours[1]
     assert colours[1] == {k: v for k, v in colours[0].items() if k != "default"}
     plt.close("all")
+
+
+def test_a_report_of_one_worker_count_still_has_its_throughput_plot(tmp_path):
+    """`make run` sweeps 2 workers only; CI expects the report to hold a plot."""
+    write_grid(tmp_path / "runs", {"multi_worker_mirrored": {2: 0.8}, "parameter_server": {2: 1.0}})
+    rep = report.build(str(tmp_path / "runs"), str(tmp_path / "out"))
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["images_per_sec_vs_workers.png"]
+    assert "(images_per_sec_vs_workers.png)" in rep.markdown
+    assert "- Only 2 workers measured: scaling cannot be judged." in rep.markdown

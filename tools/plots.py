@@ -52,9 +52,12 @@ def throughput_figure(points: Sequence[Point]) -> Optional[Figure]:
     dashed: ideal scaling from the line's own 1-worker rate; error bars from repeats."""
     points = [p for p in points if _finite(p.images_per_sec)]
     groups = series.panels(points, x=series.SCALE, panel_keys=series.SCALING_PANELS, primary="strategy")
-    repeated = any(len(p.runs) > 1 for p in points)
-    title = f"Cluster throughput vs workers (dashed: ideal scaling; {_CI_NOTE if repeated else _NO_CI_NOTE})"
-    return _figure(groups, title=title, xlabel=_workers_axis(points), ylabel="cluster images/sec",
+    bars = _CI_NOTE if any(len(p.runs) > 1 for p in points) else _NO_CI_NOTE
+    if points and not any(len(line.points) > 1 for g in groups for line in g.lines):
+        return _bar_figure(groups, title=f"Cluster throughput at one worker count: no scaling curve\n({bars})",
+                           ylabel="cluster images/sec", y=lambda p: p.images_per_sec, yerr=_repeat_error)
+    return _figure(groups, title=f"Cluster throughput vs workers (dashed: ideal scaling; {bars})",
+                   xlabel=_workers_axis(points), ylabel="cluster images/sec",
                    y=lambda p: p.images_per_sec, yerr=_repeat_error, ideal=True)
 
 
@@ -90,15 +93,8 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
         return None
     labels = list(dict.fromkeys(line.label for g in groups for line in g.lines))
     colors, markers = _styles(labels)
-    rows = sorted({g.order[0] for g in groups})  # e.g. one row per mode,
-    cols = sorted({g.order[1] for g in groups})  # one column per batch size
-    fig, axes = plt.subplots(len(rows), len(cols), squeeze=False, layout="constrained",
-                             figsize=(max(4.6 * len(cols), 7.0), 3.6 * len(rows) + 1.2))
-    for ax in axes.flat:
-        ax.set_visible(False)
-    for group in groups:
-        ax = axes[rows.index(group.order[0])][cols.index(group.order[1])]
-        ax.set_visible(True)
+    fig, axes = _grid(groups)
+    for group, ax in zip(groups, axes):
         for line in group.lines:
             color = colors[line.label]
             ax.plot(line.xs, [y(p) for p in line.points], color=color, marker=markers[line.label],
@@ -121,6 +117,42 @@ def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str,
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8)
     fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _bar_figure(groups: List[series.Panel], *, title: str, ylabel: str, y: Callable[[Point], float],
+                yerr: Callable[[Point], Tuple[float, float]]) -> Figure:
+    """One bar per line (each has a single point), in the lines' colours, for data with nothing to join."""
+    labels = list(dict.fromkeys(line.label for g in groups for line in g.lines))
+    colors, _ = _styles(labels)
+    fig, axes = _grid(groups)
+    for group, ax in zip(groups, axes):
+        names = [f"{line.label}\n{line.xs[0]} {series.scale_unit(line.points[0].config, line.xs[0])}"
+                 for line in group.lines]
+        heights = [y(line.points[0]) for line in group.lines]
+        err = np.array([[_zero_if_bad(e) for e in yerr(line.points[0])] for line in group.lines]).T
+        ax.bar(range(len(heights)), heights, color=[colors[line.label] for line in group.lines],
+               yerr=err if err.any() else None, capsize=4)
+        ax.set_xticks(range(len(names)), names, fontsize=8)
+        ax.set_title(group.title, fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _grid(groups: List[series.Panel]) -> Tuple[Figure, List]:
+    """A figure with one row per first panel key (e.g. mode) and one column per second (e.g.
+    batch); the axes of each group in order, unused cells hidden."""
+    rows = sorted({g.order[0] for g in groups})
+    cols = sorted({g.order[1] for g in groups})
+    fig, axes = plt.subplots(len(rows), len(cols), squeeze=False, layout="constrained",
+                             figsize=(max(4.6 * len(cols), 7.0), 3.6 * len(rows) + 1.2))
+    for ax in axes.flat:
+        ax.set_visible(False)
+    used = [axes[rows.index(g.order[0])][cols.index(g.order[1])] for g in groups]
+    for ax in used:
+        ax.set_visible(True)
+    return fig, used
 
 
 def _styles(labels: Sequence[str]) -> Tuple[Dict[str, str], Dict[str, str]]:
