@@ -6,8 +6,9 @@
 Every host link is shaped in both directions with tbf: egress of the host's eth0 limits what
 the host sends, egress of its switch port what it receives. tbf keeps its rate in a 32-bit
 bytes/s field, so a link faster than 34 Gbit/s stays unshaped (veth carries ~10 Gbit/s here,
-bounded by the CPU); the rate measured at setup is what the run really had. No delay is
-added: that needs sch_netem (cluster.netns.support_error refuses --link_latency without it).
+bounded by the CPU); the rate measured at setup is what the run really had. Delay needs
+sch_netem: with it, a netem root adds the delay and the tbf hangs below it; without it (as on
+this machine's kernel) cluster.netns.support_error refuses --link_latency before anything starts.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class Network:
     hosts: Tuple[Host, ...]
     rate_bps: int = 0  # configured per direction; 0: unshaped
     shaped: bool = False
+    delay_ms: float = 0.0  # per direction, through netem
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
@@ -63,6 +65,7 @@ class Network:
     def to_dict(self) -> dict:
         return {"key": self.key, "switch": self.switch, "bridge_address": self.bridge_address,
                 "bridge": BRIDGE, "host_iface": HOST_IFACE, "rate_bps": self.rate_bps, "shaped": self.shaped,
+                "delay_ms": self.delay_ms,
                 "hosts": [dict(dataclasses.asdict(h), port=h.port) for h in self.hosts]}
 
 
@@ -71,11 +74,11 @@ def subnet(key: str) -> str:
     return f"10.{200 + int(key[:2], 16) % 50}.{int(key[2:4], 16)}"
 
 
-def plan_network(key: str, n_hosts: int, rate_bps: int = 0) -> Network:
+def plan_network(key: str, n_hosts: int, rate_bps: int = 0, delay_ms: float = 0.0) -> Network:
     net = subnet(key)
     hosts = tuple(Host(f"h{i}", netns.ns_name(key, f"h{i}"), f"{net}.{i + 2}") for i in range(n_hosts))
     return Network(key, netns.ns_name(key, "sw"), f"{net}.1", hosts, rate_bps,
-                   shaped=0 < rate_bps <= TBF_MAX_BPS)
+                   shaped=0 < rate_bps <= TBF_MAX_BPS, delay_ms=delay_ms)
 
 
 def build(net: Network) -> None:
@@ -94,23 +97,29 @@ def build(net: Network) -> None:
             sw.link("add", ifname=host.port, kind="veth", peer={"ifname": HOST_IFACE, "net_ns_fd": host.netns})
             port = _index(sw, host.port)
             sw.link("set", index=port, master=bridge, state="up")
-            if net.shaped:
-                shape(sw, port, net.rate_bps)
+            shape(sw, port, net)
     for host in net.hosts:
         with NetNS(host.netns, flags=0) as ns:
             _up(ns, "lo")
             iface = _index(ns, HOST_IFACE)
             ns.addr("add", index=iface, address=host.address, prefixlen=PREFIXLEN)
             ns.link("set", index=iface, state="up")
-            if net.shaped:
-                shape(ns, iface, net.rate_bps)
+            shape(ns, iface, net)
 
 
-def shape(ipr, index: int, rate_bps: int) -> None:
-    """A tbf root qdisc: `rate_bps` sustained, a few ms of burst, a queue of QUEUE_S."""
-    rate = rate_bps // 8
+def shape(ipr, index: int, net: Network) -> None:
+    """tbf at the link rate (a few ms of burst, a queue of QUEUE_S), below a netem root that
+    adds the delay when one is asked for."""
+    parent = {}
+    if net.delay_ms > 0:
+        ipr.tc("add", "netem", index=index, handle=0x10000, delay=int(net.delay_ms * 1000), limit=100000)
+        parent = {"parent": 0x10001, "handle": 0x100000}
+    if not net.shaped:
+        return
+    rate = net.rate_bps // 8
     burst = max(int(rate * BURST_S), MIN_BURST)
-    ipr.tc("add", "tbf", index=index, handle="1:", rate=rate, burst=burst, limit=int(rate * QUEUE_S) + burst)
+    ipr.tc("add", "tbf", index=index, rate=rate, burst=burst, limit=int(rate * QUEUE_S) + burst,
+           **(parent or {"handle": 0x10000}))
 
 
 def _index(ipr, ifname: str) -> int:

@@ -69,6 +69,14 @@ def define_flags() -> None:
     flags.DEFINE_boolean("monitor", d.monitor, "Sample CPU, memory and network of every task.")
     flags.DEFINE_float("monitor_interval", d.monitor_interval, "Seconds between system samples.")
     flags.DEFINE_list("profile_steps", [], "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of.")
+    # Network: emulated hosts joined by shaped links (cluster/launchers/emulated.py).
+    flags.DEFINE_string("network", d.network,
+                        "local: every task on this machine over loopback; emulated: each host a network "
+                        "namespace, joined through a bridge by shaped links.")
+    flags.DEFINE_string("link_bandwidth", d.link_bandwidth,
+                        f"emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a preset "
+                        f"({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped.")
+    flags.DEFINE_float("link_latency", d.link_latency, "emulated: delay per direction in ms (needs sch_netem).")
 
 
 def config_from_flags() -> config_lib.RunConfig:
