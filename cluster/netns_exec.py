@@ -1,6 +1,9 @@
-"""Entering a named network namespace: `python -m cluster.netns_exec NAME -- COMMAND...`.
+"""Entering an emulated host: `python -m cluster.netns_exec NAME [--hostname H] -- COMMAND...`.
 
-The process joins the namespace (setns) and execs COMMAND, so the task keeps the pid, session
+The process joins network namespace NAME (setns), with --hostname also a UTS namespace of its
+own whose hostname is H (the host's address: libraries that find their address by resolving
+the hostname, as Gloo does for Horovod's process sets, then find the host's and not
+127.0.0.1), and execs COMMAND, so the task keeps the pid, session
 and process group the launcher gave it, and sets PR_SET_PDEATHSIG itself after the exec as
 every task does. Only the standard library is used: this runs before every task of an emulated
 run. run_in() does the same for one thread of the calling process (setns is per thread), e.g.
@@ -15,6 +18,7 @@ import threading
 from typing import Callable, TypeVar
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUTS = 0x04000000
 NETNS_DIR = "/run/netns"
 T = TypeVar("T")
 
@@ -28,6 +32,15 @@ def enter(name: str) -> None:
             raise OSError(err, f"setns into {name}: {os.strerror(err)}")
     finally:
         os.close(fd)
+
+
+def set_hostname(hostname: str) -> None:
+    """A UTS namespace of this process's own, named `hostname`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = hostname.encode()
+    if libc.unshare(CLONE_NEWUTS) != 0 or libc.sethostname(name, len(name)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"hostname {hostname}: {os.strerror(err)}")
 
 
 def run_in(name: str, fn: Callable[[], T], timeout: float = 30.0) -> T:
@@ -51,19 +64,25 @@ def run_in(name: str, fn: Callable[[], T], timeout: float = 30.0) -> T:
     return box["value"]
 
 
-def command(name: str, argv) -> list:
-    """The command that runs argv inside namespace `name`."""
-    return [sys.executable, "-m", "cluster.netns_exec", name, "--", *argv]
+def command(name: str, argv, hostname: str = "") -> list:
+    """The command that runs argv inside namespace `name` (and named `hostname`)."""
+    return [sys.executable, "-m", "cluster.netns_exec", name, *(["--hostname", hostname] if hostname else []),
+            "--", *argv]
 
 
 def main(argv) -> int:
+    hostname = ""
+    if len(argv) > 2 and argv[1] == "--hostname":
+        hostname, argv = argv[2], [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m cluster.netns_exec NAME -- COMMAND...", file=sys.stderr)
+        print("usage: python -m cluster.netns_exec NAME [--hostname H] -- COMMAND...", file=sys.stderr)
         return 2
     try:
         enter(argv[0])
+        if hostname:
+            set_hostname(hostname)
     except OSError as e:
-        print(f"tfbench: cannot enter network namespace {argv[0]}: {e}", file=sys.stderr, flush=True)
+        print(f"tfbench: cannot enter emulated host {argv[0]}: {e}", file=sys.stderr, flush=True)
         return 1
     os.execvp(argv[2], argv[2:])
     return 1  # not reached

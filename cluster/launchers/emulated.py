@@ -74,7 +74,8 @@ class EmulatedLauncher(Launcher):
         return facts
 
     def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:
-        return netns_exec.command(self.net.host_of(spec.host).netns, command)
+        host = self.net.host_of(spec.host)
+        return netns_exec.command(host.netns, command, hostname=host.address)
 
     def units(self, plan: ClusterPlan) -> List[Unit]:
         if plan.strategy != "horovod":
