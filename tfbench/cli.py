@@ -79,6 +79,7 @@ def launch(config, plan) -> int:
     from cluster import launcher
     from tfbench import environment, rundir, table
     from tfbench.hparams import write_hparams
+    from tfbench.tb_layout import write_layout
     from tfbench.monitor import Monitor
 
     try:
@@ -88,6 +89,7 @@ def launch(config, plan) -> int:
     run.write_json("config.json", config.to_dict())
     run.write_json("plan.json", plan.to_dict())
     run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    write_layout(run)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
     hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
     result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None, record_hooks=hooks)
