@@ -43,6 +43,8 @@ def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
     if config.strategy == "horovod":
         check_horovod()
+    if config.network == "emulated":
+        check_namespaces(config)
     if not config.run_id:
         from tfbench.rundir import default_run_id
 
@@ -56,6 +58,15 @@ def check_horovod() -> None:
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if importlib.util.find_spec("horovod") is None or not os.path.exists(horovodrun):
         raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
+
+
+def check_namespaces(config) -> None:
+    """Network namespaces, tbf and (for --link_latency) netem must work here before anything starts."""
+    from cluster import netns
+
+    problem = netns.support_error(want_delay=config.link_latency > 0)
+    if problem:
+        raise ConfigError(problem)
 
 
 def main(argv) -> int:
@@ -88,6 +99,7 @@ def launch(config, plan) -> int:
     from cluster import launcher
     from tfbench import environment, rundir, table
     from tfbench.hparams import write_hparams
+    from tfbench.tb_layout import write_layout
     from tfbench.monitor import Monitor
 
     try:
@@ -97,8 +109,10 @@ def launch(config, plan) -> int:
     run.write_json("config.json", config.to_dict())
     run.write_json("plan.json", plan.to_dict())
     run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    write_layout(run)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
-    result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
+    hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
+    result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None, record_hooks=hooks)
     write_hparams(run, config, result.cluster_record)
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
@@ -107,6 +121,18 @@ def launch(config, plan) -> int:
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
+
+
+def window_traffic_hook(config):
+    """Per-host link traffic in the cluster record: totals over the measured window and bytes
+    per global step (the monitor samples each host's link; see tfbench.monitor.host_links)."""
+    from tfbench.monitor import host_links
+
+    def link_traffic(run, record):
+        return {"link_traffic": host_links.window_traffic(run, record["window_start"], record["window_end"],
+                                                          config.num_steps)}
+
+    return link_traffic
 
 
 def run_main() -> None:

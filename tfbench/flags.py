@@ -59,6 +59,13 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("string", "device", "cpu (hides every GPU) or gpu."),
         ("boolean", "log_device_placement", "Log where every op runs."),
     )),
+    ("Network", (
+        ("string", "network", "local: every task on this machine over loopback; emulated: each host a network "
+                              "namespace, joined through a bridge by shaped links."),
+        ("string", "link_bandwidth", "emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a "
+                                     f"preset ({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped."),
+        ("float", "link_latency", "emulated: delay per direction in ms (needs sch_netem)."),
+    )),
     ("Run control and output", (
         ("string", "logdir", "Directory holding one sub-directory per run."),
         ("string", "run_id", "Name of this run's directory; default: time, model, strategy."),
