@@ -43,7 +43,7 @@ def main(argv) -> int:
     if len(argv) > 1:
         cli.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     try:
-        config = config_lib.validate(tfbench_flags.config_from_flags())
+        config = config_lib.validate(tfbench_flags.config_from_flags(), by_hand=True)
         plan = make_plan(config)
     except ConfigError as e:
         cli.fail_usage(str(e))

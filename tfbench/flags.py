@@ -69,6 +69,13 @@ def define_flags() -> None:
     flags.DEFINE_boolean("monitor", d.monitor, "Sample CPU, memory and network of every task.")
     flags.DEFINE_float("monitor_interval", d.monitor_interval, "Seconds between system samples.")
     flags.DEFINE_list("profile_steps", [], "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of.")
+    # Launch: where the tasks start (local processes, or Slurm steps / an sbatch job).
+    flags.DEFINE_string("launcher", d.launcher, "local: processes on this machine; slurm: srun steps in an "
+                        "allocation, or an sbatch job submitted and followed from outside one.")
+    flags.DEFINE_integer("slurm_nodes", d.slurm_nodes, "Slurm: nodes to spread the tasks over.")
+    flags.DEFINE_string("slurm_partition", d.slurm_partition, "Slurm: partition (sbatch --partition); '': default.")
+    flags.DEFINE_string("slurm_time", d.slurm_time, "Slurm: time limit (sbatch --time), e.g. 10 or 00:10:00.")
+    flags.DEFINE_string("slurm_account", d.slurm_account, "Slurm: account to charge (sbatch --account).")
 
 
 def config_from_flags() -> config_lib.RunConfig:
