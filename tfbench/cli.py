@@ -66,17 +66,11 @@ def main(argv) -> int:
 
 def launch(config, plan) -> int:
     from cluster import launcher
-    from tfbench import environment, rundir, table
+    from tfbench import table
     from tfbench.hparams import write_hparams
     from tfbench.monitor import Monitor
 
-    try:
-        run = rundir.create(config.logdir, config.run_id)
-    except ConfigError as e:
-        fail_usage(str(e))
-    run.write_json("config.json", config.to_dict())
-    run.write_json("plan.json", plan.to_dict())
-    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    run = prepare_run_dir(config, plan)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
     result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
     write_hparams(run, config, result.cluster_record)
@@ -87,6 +81,20 @@ def launch(config, plan) -> int:
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
+
+
+def prepare_run_dir(config, plan):
+    """Creates the run directory with the config, plan and environment every task reads."""
+    from tfbench import environment, rundir
+
+    try:
+        run = rundir.create(config.logdir, config.run_id)
+    except ConfigError as e:
+        fail_usage(str(e))
+    run.write_json("config.json", config.to_dict())
+    run.write_json("plan.json", plan.to_dict())
+    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    return run
 
 
 def run_main() -> None:
