@@ -17,13 +17,13 @@ from cluster import cores as cores_lib
 from cluster.spec import ClusterPlan, TaskSpec
 
 
-def _slurm_resolver():
-    from cluster.slurm.resolver import resolver_for_task
+def _slurm_resolver(plan: ClusterPlan):
+    from cluster.slurm.resolver import resolver
 
-    return resolver_for_task()
+    return resolver(plan)
 
 
-def _tf_config_resolver():
+def _tf_config_resolver(plan: ClusterPlan):
     from tfbench.tf_import import tf
 
     return tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -57,4 +57,4 @@ def from_resolver(plan: ClusterPlan, resolver, cpus: int) -> TaskSpec:
 
 
 def resolve(plan: ClusterPlan, entry: str) -> TaskSpec:
-    return from_resolver(plan, RESOLVERS[entry](), task_cpus())
+    return from_resolver(plan, RESOLVERS[entry](plan), task_cpus())
