@@ -31,9 +31,6 @@ def merge(run: RunDir, launcher: str, resources: Optional[dict] = None) -> dict:
              "num_ps": config.effective_num_ps, "launcher": launcher, "resources": resources or {}}
     record = records.cluster_record(run.run_id, task_records, extra=extra)
     records.append(run.results, record)
-    from tfbench.hparams import write_hparams
-
-    write_hparams(run, config, record)
     return record
 
 
@@ -60,6 +57,9 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"tfbench: error: nothing to merge in {run.results}: {e}", file=sys.stderr)
             return 1
+        from tfbench.hparams import write_hparams
+
+        write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
     print(render(run, record), flush=True)
     print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
     return 0

@@ -29,6 +29,9 @@ BAD = [
     (dict(launcher="slurm", slurm_time="ten minutes"), "is not a Slurm time"),
     (dict(launcher="slurm", slurm_nodes=0), "--slurm_nodes must be at least 1"),
     (dict(launcher="slurm", slurm_account="a b"), "--slurm_account='a b' must be"),
+    (dict(launcher="slurm", strategy="multi_worker_mirrored", num_workers=2, slurm_nodes=3),
+     "--slurm_nodes=3 is more nodes than the run's 2 tasks"),
+    (dict(launcher="slurm", strategy="horovod", num_workers=2), "--launcher=slurm does not run --strategy=horovod"),
     (dict(launcher="slurm", strategy="parameter_server", evaluator=True), "--evaluator is not supported"),
 ]
 
@@ -42,7 +45,8 @@ def test_bad_launch_is_one_line(tmp_path, kw, expected):
 
 def test_slurm_times_and_flags_accepted(tmp_path):
     for t in ("10", "10:00", "01:10:00", "1-00", "2-12:30:00"):
-        assert check(tmp_path, launcher="slurm", slurm_time=t, slurm_partition="debug", slurm_nodes=2).slurm_time == t
+        assert check(tmp_path, launcher="slurm", slurm_time=t, slurm_partition="debug", slurm_nodes=2,
+                     strategy="multi_worker_mirrored", num_workers=2).slurm_time == t
 
 
 def test_manual_path_accepts_other_machines(tmp_path):

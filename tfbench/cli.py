@@ -36,6 +36,8 @@ def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
     if config.strategy == "horovod":
         check_horovod()
+    if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        check_slurm()
     if not config.run_id:
         from tfbench.rundir import default_run_id
 
@@ -51,6 +53,14 @@ def check_horovod() -> None:
         raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
 
 
+def check_slurm() -> None:
+    import shutil
+
+    missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
+    if missing:
+        raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
+
+
 def main(argv) -> int:
     if len(argv) > 1:
         fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
@@ -58,7 +68,12 @@ def main(argv) -> int:
 
     try:
         config = validated_config()
-        plan = make_plan(config)
+        if config.launcher == "slurm":
+            from cluster.slurm.steps import plan_for
+
+            plan = plan_for(config)
+        else:
+            plan = make_plan(config)
     except ConfigError as e:
         fail_usage(str(e))
     return launch(config, plan)
@@ -72,7 +87,12 @@ def launch(config, plan) -> int:
 
     run = prepare_run_dir(config, plan)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
-    result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
+    if config.launcher == "slurm":
+        from cluster.slurm import batch
+
+        result = batch.launch(run, config, plan)
+    else:
+        result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
     write_hparams(run, config, result.cluster_record)
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]

@@ -244,6 +244,9 @@ def _check_launch(c: RunConfig) -> None:
         raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
     if c.slurm_nodes < 1:
         raise ConfigError(f"--slurm_nodes must be at least 1, got {c.slurm_nodes}")
+    tasks = 1 + c.num_workers + c.effective_num_ps if c.strategy == "parameter_server" else c.num_workers
+    if c.slurm_nodes > tasks:
+        raise ConfigError(f"--slurm_nodes={c.slurm_nodes} is more nodes than the run's {tasks} tasks")
     if c.slurm_time and not _SLURM_TIME.match(c.slurm_time):
         raise ConfigError(f"--slurm_time={c.slurm_time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
     for name in ("slurm_partition", "slurm_account"):

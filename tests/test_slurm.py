@@ -1,0 +1,128 @@
+"""tfbench on a real Slurm: a private slurmctld + slurmd + munged on this machine (tests/slurm_cluster.py),
+runs submitted through sbatch by `python -m tfbench --launcher=slurm`, their records, a run
+cancelled mid-way, and at the end an empty queue and every daemon stopped.
+Skipped (with the reason) where Slurm cannot be installed or started (not root)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, TINY, processes_mentioning, run_cli
+from tfrun import cluster_record, records, task_records
+
+pytestmark = pytest.mark.slow
+HOST = socket.gethostname()
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """munged (as the munge user) must reach its directory: not under pytest's private tmp."""
+    import shutil
+    import tempfile
+
+    import slurm_cluster
+
+    reason = slurm_cluster.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    directory = tempfile.mkdtemp(prefix="tfbench-slurm-")
+    cluster = slurm_cluster.LocalSlurm(directory)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        left = cluster.stop()
+        if not left:
+            shutil.rmtree(directory, ignore_errors=True)
+    assert not left, f"Slurm daemons still running: {left} (logs in {directory}/log)"
+
+
+def run_slurm(slurm, logdir, run_id, *args, timeout=240):
+    proc = run_cli(*TINY, f"--logdir={logdir}", f"--run_id={run_id}", "--launcher=slurm", "--stall_timeout=120",
+                   *args, env=slurm.env, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout, os.path.join(logdir, run_id)
+
+
+def node_summary(cluster):
+    (summary,) = cluster["resources"]["nodes"].values()
+    return summary
+
+
+def test_multi_worker_mirrored_two_workers(slurm, logdir):
+    out, run = run_slurm(slurm, logdir, "mwms", "--strategy=multi_worker_mirrored", "--num_workers=2")
+    with open(os.path.join(run, "slurm.sbatch")) as f:
+        script = f.read()
+    assert "#SBATCH --ntasks=2" in script and "#SBATCH --nodes=1" in script and "#SBATCH --cpus-per-task=1" in script
+    tasks = task_records(run)
+    assert sorted(tasks) == ["worker_0", "worker_1"]
+    assert all(t["host"] == HOST and t["num_measured_steps"] == 3 and t["replicas"] == 2 for t in tasks.values())
+    assert len({t["pid"] for t in tasks.values()}) == 2
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["launcher"] == "slurm" and cluster["images"] == 2 * 4 * 3
+    assert cluster["images_per_sec"] == pytest.approx(24 / cluster["window_s"])
+    monitored = node_summary(cluster)
+    assert set(monitored["tasks"]) == {"worker_0", "worker_1"} and monitored["samples"] >= 1
+    assert list(cluster["resources"]["nodes"]) == [HOST]
+    assert os.path.isdir(os.path.join(run, "tb", f"host_{HOST}"))
+    assert "worker_1" in out and "cluster images/sec" in out and "submitted Slurm job" in out
+    assert slurm.jobs() == []
+
+
+def test_parameter_server_chief_two_workers_one_ps(slurm, logdir):
+    out, run = run_slurm(slurm, logdir, "ps", "--strategy=parameter_server", "--num_workers=2", "--num_ps=1")
+    with open(os.path.join(run, "slurm.sbatch")) as f:
+        assert "#SBATCH --ntasks=4" in f.read()
+    tasks = task_records(run)
+    assert sorted(tasks) == ["chief_0", "worker_0", "worker_1"]
+    assert all(t["host"] == HOST for t in tasks.values())
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["num_ps"] == 1 and cluster["num_tasks"] == 2
+    assert set(node_summary(cluster)["tasks"]) == {"chief_0", "worker_0", "worker_1", "ps_0"}
+    assert "ps=1" in out and slurm.jobs() == []
+
+
+def test_cancelled_mid_run_keeps_what_was_written(slurm, logdir):
+    run = os.path.join(logdir, "cancel")
+    command = [sys.executable, "-m", "tfbench", *TINY, "--num_steps=200000", "--display_every=100000",
+               f"--logdir={logdir}", "--run_id=cancel", "--launcher=slurm", "--strategy=multi_worker_mirrored",
+               "--num_workers=2"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        progress = os.path.join(run, "tasks", "worker_0.progress")
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            if os.path.exists(progress) and json.load(open(progress))["phase"] == "measure":
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.3)
+        else:
+            pytest.fail("worker_0 never reached its measured steps")
+        assert slurm.jobs(), "the job should be running"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    assert "interrupted by SIGINT" in err + out and "cancelling Slurm job" in out + err
+    assert slurm.jobs() == []
+    (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
+    assert cluster["status"] == "failed" and "SIGINT" in cluster["reason"] and "CANCELLED" in cluster["reason"]
+    assert os.path.getsize(os.path.join(run, "tasks", "worker_0.log")) > 0
+    assert json.load(open(progress))["phase"] == "measure"  # the task's last progress is kept
+    end = time.monotonic() + 30
+    while processes_mentioning(run) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert not processes_mentioning(run)
+
+
+def test_zz_queue_empty_and_every_daemon_stops(slurm):
+    assert slurm.jobs() == []
+    assert slurm.stop() == []
+    assert all(p.poll() is not None for p in slurm.daemons.values())
