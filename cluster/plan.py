@@ -36,7 +36,8 @@ def task_command(task, strategy: str) -> str:
 
 
 def render_exports(plan) -> str:
-    lines = []
+    lines = ["# RUN_DIR must be a prepared run directory: the same flags with --run_dir=DIR prepare it",
+             "# and print these commands ready to run.", ""]
     for t in plan.tasks:
         lines.append(f"# {t.name} on {t.host}" + (f" (cores {','.join(map(str, t.cores))})" if t.cores else ""))
         for key, value in sorted(t.full_env().items()):

@@ -122,6 +122,31 @@ def test_cancelled_mid_run_keeps_what_was_written(slurm, logdir):
     assert not processes_mentioning(run)
 
 
+def test_failed_task_ends_the_job_and_names_the_task(slurm, logdir):
+    """worker_0 fails after its measured steps (it cannot save weights to a missing directory)."""
+    run = os.path.join(logdir, "fails")
+    proc = run_cli(*TINY, f"--logdir={logdir}", "--run_id=fails", "--launcher=slurm", "--strategy=multi_worker_mirrored",
+                   "--num_workers=2", env=dict(slurm.env, TFBENCH_DUMP_WEIGHTS="/nonexistent/dir/w.npz"), timeout=240)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
+    assert cluster["status"] == "failed" and cluster["failed_task"] == "worker_0"
+    assert "srun step exited with code" in cluster["reason"]
+    assert ": FAILED)" in proc.stderr + proc.stdout  # the job's end state as Slurm reports it
+    assert "worker_0 failed: FileNotFoundError" in open(os.path.join(run, "tasks", "worker_0.log")).read()
+    assert "run failed" in proc.stderr + proc.stdout and slurm.jobs() == []
+
+
+def test_deadline_ends_the_job(slurm, logdir):
+    run = os.path.join(logdir, "deadline")
+    proc = run_cli(*TINY, "--num_steps=200000", "--display_every=100000", f"--logdir={logdir}", "--run_id=deadline",
+                   "--launcher=slurm", "--strategy=multi_worker_mirrored", "--num_workers=2", "--deadline=15",
+                   env=slurm.env, timeout=240)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
+    assert cluster["status"] == "failed" and "deadline of 15 s reached" in cluster["reason"]
+    assert slurm.jobs() == [] and not processes_mentioning(run)
+
+
 def test_zz_queue_empty_and_every_daemon_stops(slurm):
     assert slurm.jobs() == []
     assert slurm.stop() == []
