@@ -38,6 +38,8 @@ def validated_config() -> config_lib.RunConfig:
         check_horovod()
     if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
         check_slurm()
+    if config.network == "emulated":
+        check_namespaces(config)
     if not config.run_id:
         from tfbench.rundir import default_run_id
 
@@ -59,6 +61,15 @@ def check_slurm() -> None:
     missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
     if missing:
         raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
+
+
+def check_namespaces(config) -> None:
+    """Network namespaces, tbf and (for --link_latency) netem must work here before anything starts."""
+    from cluster import netns
+
+    problem = netns.support_error(want_delay=config.link_latency > 0)
+    if problem:
+        raise ConfigError(problem)
 
 
 def main(argv) -> int:
@@ -92,7 +103,9 @@ def launch(config, plan) -> int:
 
         result = batch.launch(run, config, plan)
     else:
-        result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
+        hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
+        result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None,
+                              record_hooks=hooks)
     write_hparams(run, config, result.cluster_record)
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
@@ -115,6 +128,18 @@ def prepare_run_dir(config, plan):
     run.write_json("plan.json", plan.to_dict())
     run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
     return run
+
+
+def window_traffic_hook(config):
+    """Per-host link traffic in the cluster record: totals over the measured window and bytes
+    per global step (the monitor samples each host's link; see tfbench.monitor.host_links)."""
+    from tfbench.monitor import host_links
+
+    def link_traffic(run, record):
+        return {"link_traffic": host_links.window_traffic(run, record["window_start"], record["window_end"],
+                                                          config.num_steps)}
+
+    return link_traffic
 
 
 def run_main() -> None:

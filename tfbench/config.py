@@ -27,6 +27,10 @@ PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
 LAUNCHERS = ("local", "slurm")
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
+NETWORKS = ("local", "emulated")
+# The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
+LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
+_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -43,6 +47,21 @@ def is_this_machine(host: str) -> bool:
 def effective_num_ps(strategy: str, num_ps: int) -> int:
     """Parameter servers a run really has: 0 asks for one; other strategies have none."""
     return (num_ps or 1) if strategy == "parameter_server" else 0
+
+
+def link_rate_bps(value: str) -> int:
+    """Bits/s of --link_bandwidth: a preset (1gbe, 10gbe, fdr_ib), or a rate such as 100mbit,
+    2.5gbit, 500kbit (tc's units: bit, kbit, mbit, gbit; powers of 1000); "" -> 0 (unshaped)."""
+    value = value.strip().lower()
+    if not value:
+        return 0
+    if value in LINK_PRESETS:
+        return LINK_PRESETS[value]
+    match = _RATE.match(value)
+    if not match or (match.group(2) and not match.group(3)):
+        raise ConfigError(f"--link_bandwidth={value!r} is not a rate; use e.g. 100mbit, 1gbit, or a preset: "
+                          f"{', '.join(LINK_PRESETS)}")
+    return int(float(match.group(1)) * 1000 ** " kmg".index(match.group(2).lower() or " "))
 
 
 def effective_num_local_devices(strategy: str, num_local_devices: int) -> int:
@@ -100,6 +119,10 @@ class RunConfig:
     slurm_partition: str = ""
     slurm_time: str = ""
     slurm_account: str = ""
+    # Network: emulated hosts (a network namespace each) joined by shaped links.
+    network: str = "local"
+    link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
+    link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -113,6 +136,10 @@ class RunConfig:
     @property
     def effective_num_local_devices(self) -> int:
         return effective_num_local_devices(self.strategy, self.num_local_devices)
+
+    @property
+    def link_rate_bps(self) -> int:
+        return link_rate_bps(self.link_bandwidth)
 
     @property
     def total_steps(self) -> int:
@@ -210,6 +237,18 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
          "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
 
+    # Network.
+    need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")
+    emulated = c.network == "emulated"
+    need(emulated or not c.link_bandwidth, "--link_bandwidth applies to --network=emulated only")
+    need(emulated or c.link_latency == 0, "--link_latency applies to --network=emulated only")
+    need(c.link_latency >= 0, f"--link_latency must be 0 or more milliseconds, got {c.link_latency}")
+    need(not emulated or c.hosts == ("localhost",),
+         "--hosts does not apply to --network=emulated: its hosts are network namespaces of this machine")
+    c.link_rate_bps  # raises ConfigError on a bad rate
+    need(not c.link_bandwidth or c.link_rate_bps >= 10 ** 5,
+         f"--link_bandwidth={c.link_bandwidth} is below what tfbench shapes (100kbit)")
+
     # Devices: NCHW convolutions and GPU placement need a GPU.
     need(not (c.data_format == "NCHW" and c.device == "cpu"),
          "--data_format=NCHW needs --device=gpu: TensorFlow's CPU convolutions run NHWC only")
@@ -242,6 +281,8 @@ def _check_launch(c: RunConfig) -> None:
         return
     if c.hosts != ("localhost",):
         raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
+    if c.network != "local":
+        raise ConfigError(f"--network={c.network} runs on this machine; it does not combine with --launcher=slurm")
     if c.slurm_nodes < 1:
         raise ConfigError(f"--slurm_nodes must be at least 1, got {c.slurm_nodes}")
     tasks = 1 + c.num_workers + c.effective_num_ps if c.strategy == "parameter_server" else c.num_workers

@@ -76,6 +76,14 @@ def define_flags() -> None:
     flags.DEFINE_string("slurm_partition", d.slurm_partition, "Slurm: partition (sbatch --partition); '': default.")
     flags.DEFINE_string("slurm_time", d.slurm_time, "Slurm: time limit (sbatch --time), e.g. 10 or 00:10:00.")
     flags.DEFINE_string("slurm_account", d.slurm_account, "Slurm: account to charge (sbatch --account).")
+    # Network: emulated hosts joined by shaped links (cluster/launchers/emulated.py).
+    flags.DEFINE_string("network", d.network,
+                        "local: every task on this machine over loopback; emulated: each host a network "
+                        "namespace, joined through a bridge by shaped links.")
+    flags.DEFINE_string("link_bandwidth", d.link_bandwidth,
+                        f"emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a preset "
+                        f"({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped.")
+    flags.DEFINE_float("link_latency", d.link_latency, "emulated: delay per direction in ms (needs sch_netem).")
 
 
 def config_from_flags() -> config_lib.RunConfig:
