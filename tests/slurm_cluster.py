@@ -91,7 +91,7 @@ class LocalSlurm:
             "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
             "MpiDefault=none", "SwitchType=switch/none", "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_CPU", "SlurmdParameters=config_overrides", "ReturnToService=2",
-            "SchedulerType=sched/backfill", "InactiveLimit=0", "KillWait=5", "MinJobAge=5",
+            "SchedulerType=sched/backfill", "InactiveLimit=0", "KillWait=5", "MinJobAge=120",
             f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool/slurmd-%n",
             f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/log/slurmctld.log", f"SlurmdLogFile={d}/log/slurmd-%n.log",

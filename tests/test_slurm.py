@@ -70,19 +70,33 @@ def test_multi_worker_mirrored_two_workers(slurm, logdir):
     assert set(monitored["tasks"]) == {"worker_0", "worker_1"} and monitored["samples"] >= 1
     assert list(cluster["resources"]["nodes"]) == [HOST]
     assert os.path.isdir(os.path.join(run, "tb", f"host_{HOST}"))
-    assert "worker_1" in out and "cluster images/sec" in out and "submitted Slurm job" in out
+    assert "worker_1" in out and "cluster images/sec" in out
+    with open(os.path.join(run, "tasks", "slurm-job.log")) as f:
+        assert f"submitted Slurm job {cluster['slurm_job_id']}" in f.read()
+    assert cluster["slurm_job_state"] == "COMPLETED"
     assert slurm.jobs() == []
 
 
-def test_parameter_server_chief_two_workers_one_ps(slurm, logdir):
-    out, run = run_slurm(slurm, logdir, "ps", "--strategy=parameter_server", "--num_workers=2", "--num_ps=1")
-    with open(os.path.join(run, "slurm.sbatch")) as f:
-        assert "#SBATCH --ntasks=4" in f.read()
+def test_parameter_server_inside_an_allocation(slurm, logdir, tmp_path):
+    """The user's own sbatch script (README) runs tfbench inside the allocation: srun steps."""
+    job = tmp_path / "ps.sbatch"
+    job.write_text("\n".join([
+        "#!/bin/bash", "#SBATCH --nodes=1", "#SBATCH --ntasks=4", "#SBATCH --cpus-per-task=1",
+        f"#SBATCH --output={tmp_path}/ps-%j.out",
+        f"cd {ROOT} && {sys.executable} -m tfbench {' '.join(TINY)} --launcher=slurm --strategy=parameter_server "
+        f"--num_workers=2 --num_ps=1 --logdir={logdir} --run_id=ps --stall_timeout=120", ""]))
+    proc = subprocess.run(["sbatch", "--wait", str(job)], env=slurm.env, capture_output=True, text=True, timeout=240)
+    (output,) = tmp_path.glob("ps-*.out")
+    out = output.read_text()
+    assert proc.returncode == 0, out[-3000:] + proc.stderr
+    run = os.path.join(logdir, "ps")
+    assert not os.path.exists(os.path.join(run, "slurm.sbatch"))  # no job of its own: steps of this one
     tasks = task_records(run)
     assert sorted(tasks) == ["chief_0", "worker_0", "worker_1"]
     assert all(t["host"] == HOST for t in tasks.values())
     cluster = cluster_record(run)
     assert cluster["status"] == "ok" and cluster["num_ps"] == 1 and cluster["num_tasks"] == 2
+    assert cluster["launcher"] == "slurm" and cluster["slurm_job_id"] in output.name
     assert set(node_summary(cluster)["tasks"]) == {"chief_0", "worker_0", "worker_1", "ps_0"}
     assert "ps=1" in out and slurm.jobs() == []
 
@@ -110,10 +124,13 @@ def test_cancelled_mid_run_keeps_what_was_written(slurm, logdir):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, out + err
-    assert "interrupted by SIGINT" in err + out and "cancelling Slurm job" in out + err
+    assert "interrupted by SIGINT" in err + out
     assert slurm.jobs() == []
     (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
-    assert cluster["status"] == "failed" and "SIGINT" in cluster["reason"] and "CANCELLED" in cluster["reason"]
+    assert cluster["status"] == "failed" and "SIGINT" in cluster["reason"]
+    assert cluster["slurm_job_state"] == "CANCELLED"
+    with open(os.path.join(run, "tasks", "slurm-job.log")) as f:
+        assert f"cancelling Slurm job {cluster['slurm_job_id']}" in f.read()
     assert os.path.getsize(os.path.join(run, "tasks", "worker_0.log")) > 0
     assert json.load(open(progress))["phase"] == "measure"  # the task's last progress is kept
     end = time.monotonic() + 30
@@ -130,8 +147,8 @@ def test_failed_task_ends_the_job_and_names_the_task(slurm, logdir):
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
     assert cluster["status"] == "failed" and cluster["failed_task"] == "worker_0"
-    assert "srun step exited with code" in cluster["reason"]
-    assert ": FAILED)" in proc.stderr + proc.stdout  # the job's end state as Slurm reports it
+    assert "slurm-job exited with code 1 before worker_0 was done" in cluster["reason"]
+    assert cluster["slurm_job_state"] == "FAILED"
     assert "worker_0 failed: FileNotFoundError" in open(os.path.join(run, "tasks", "worker_0.log")).read()
     assert "run failed" in proc.stderr + proc.stdout and slurm.jobs() == []
 

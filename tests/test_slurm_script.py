@@ -1,5 +1,5 @@
 """The sbatch script tfbench writes, and the srun steps of a run: resources from the topology,
-optional partition, time and account, the driver as the job's body."""
+optional partition, time and account; node monitors, then every task in one step."""
 import sys
 
 from cluster.slurm import batch, steps
@@ -23,7 +23,14 @@ def test_parameter_server_script_on_two_nodes():
         "--job-name=tfbench-r1", "--nodes=2", "--ntasks=6", "--cpus-per-task=2",
         "--output=/shared/runs/r1/tasks/slurm-%j.out", f"--chdir={steps.PROJECT_ROOT}",
         "--partition=gpu", "--time=00:20:00", "--account=proj7"]
-    assert script.rstrip().endswith(f"exec {sys.executable} -m cluster.slurm.driver --run_dir /shared/runs/r1")
+    body = script.splitlines()
+    monitor = next(i for i, line in enumerate(body) if "cluster.slurm.node_monitor" in line)
+    tasks = next(i for i, line in enumerate(body) if "tfbench.task" in line)
+    assert body[monitor].endswith("2>&1 &") and monitor < tasks  # monitors in the background first
+    assert "--task slurm" in body[tasks] and body[tasks].startswith("srun --ntasks=6 --nodes=2 --cpus-per-task=2")
+    assert body[-3:] == ["touch /shared/runs/r1/tasks/slurm.done  # node monitors write their summaries and stop",
+                         "wait", "exit $status"]
+    assert any(line.startswith("export TFBENCH_SLURM_PORT_BASE=") for line in body)
     assert all(t.cores == () and t.host == steps.PLACEHOLDER_HOST for t in plan.tasks)
 
 
@@ -43,7 +50,7 @@ def test_steps_run_every_task_and_one_monitor_per_node():
     monitor = steps.monitor_step(RUN, config, plan)
     assert "--ntasks=2" in monitor and "--ntasks-per-node=1" in monitor and "--overlap" in monitor
     env = steps.environment(RUN, 9100)
-    assert env["TFBENCH_SLURM_PORT_BASE"] == "9100" and env["TFBENCH_RUN_DIR"] == RUN.path
+    assert env["TFBENCH_SLURM_PORT_BASE"] == "9100"
     assert steps.PROJECT_ROOT in env["PYTHONPATH"].split(":")
 
 

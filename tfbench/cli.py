@@ -98,14 +98,14 @@ def launch(config, plan) -> int:
 
     run = prepare_run_dir(config, plan)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
+    hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
+    monitor = Monitor
     if config.launcher == "slurm":
-        from cluster.slurm import batch
+        from cluster.launchers.slurm import inside_allocation
+        from cluster.slurm.node_monitor import NodeMonitors
 
-        result = batch.launch(run, config, plan)
-    else:
-        hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
-        result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None,
-                              record_hooks=hooks)
+        monitor = lambda run, plan, config: NodeMonitors(run, plan, config, start_step=inside_allocation())  # noqa: E731
+    result = launcher.run(plan, run, config, monitor_factory=monitor if config.monitor else None, record_hooks=hooks)
     write_hparams(run, config, result.cluster_record)
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]

@@ -2,7 +2,7 @@
 
 Started once per node as a step of its own. It finds the run's tasks that run on its node (the
 pids in their progress files that belong to a local process of this run) and samples them with
-tfbench's Monitor, until the driver writes tasks/slurm.done. Its series go where a local run's
+tfbench's Monitor, until tasks/slurm.done appears (or SIGTERM). Its series go where a local run's
 do (tb/<task>/), except the node-wide ones: tb/host_<node>/, tb/workers_mean_<node>/ and monitor-<node>.jsonl, so that
 nodes never write the same files; its summary goes to tasks/monitor-<node>.json for the merge.
 """
@@ -14,9 +14,10 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 import psutil
 
@@ -28,6 +29,7 @@ from tfbench.monitor.output import HOST, WORKERS_MEAN
 from tfbench.rundir import RunDir
 
 POLL_S = 0.5
+STOP_WAIT_S = 15.0
 SUMMARY_PREFIX = "monitor-"
 
 
@@ -74,6 +76,51 @@ def read_summaries(run: RunDir) -> Dict[str, dict]:
             except (OSError, ValueError):
                 continue
     return found
+
+
+class NodeMonitors:
+    """What supervision sees as the run's monitor under Slurm: the node monitors, one per node.
+
+    Inside an allocation start() runs their step; from outside, the sbatch script does. Each
+    node's monitor finds its own tasks, so add() has nothing to do; stop() writes the done file,
+    waits briefly for every node's summary and returns them as {"nodes": {node: summary}}."""
+
+    def __init__(self, run: RunDir, plan: ClusterPlan, config: RunConfig, start_step: bool):
+        from cluster.slurm import steps
+
+        self.run, self.plan, self.config = run, plan, config
+        self.nodes = steps.num_nodes(config, plan)
+        self.start_step = start_step
+        self.step: Optional[subprocess.Popen] = None
+
+    def add(self, task_name: str, pid: int) -> None:
+        pass
+
+    def start(self) -> None:
+        from cluster.slurm import steps
+
+        if not self.start_step or self.step is not None:
+            return
+        with open(self.run.task_log("srun-monitor"), "ab") as log:
+            self.step = subprocess.Popen(steps.monitor_step(self.run, self.config, self.plan), stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=steps.environment(self.run, 0), start_new_session=True)
+
+    def stop(self) -> dict:
+        with open(self.run.file(os.path.join("tasks", DONE_FILE)), "w", encoding="utf-8"):
+            pass
+        end = time.monotonic() + STOP_WAIT_S
+        while len(read_summaries(self.run)) < self.nodes and time.monotonic() < end:
+            if self.step is not None and self.step.poll() is not None:
+                break
+            time.sleep(POLL_S)
+        if self.step is not None:
+            try:
+                self.step.wait(max(1.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.step.terminate()  # srun cancels the step
+                self.step.wait(10)
+        return {"nodes": read_summaries(self.run)}
 
 
 def main(argv=None) -> int:

@@ -2,7 +2,8 @@
 
 One step runs every task (`python -m tfbench.task --task slurm`: each finds its role through
 SlurmClusterResolver), another one system monitor per node. Both steps are --overlap so that
-the monitor never holds back the tasks' CPUs.
+the monitor never holds back the tasks' CPUs. The tasks' ports start at TFBENCH_SLURM_PORT_BASE
+on every node (one more per task of the node), picked free on the node that starts the steps.
 """
 from __future__ import annotations
 
@@ -15,14 +16,13 @@ import portpicker
 from cluster.ports import port_is_free
 from cluster.slurm.resolver import PORT_BASE_ENV
 from cluster.spec import ClusterPlan
-from cluster.teardown import RUN_DIR_VARIABLE
 from cluster.topology import make_plan
 from tfbench.config import RunConfig
 from tfbench.rundir import RunDir
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLACEHOLDER_HOST = "slurm-node"  # Slurm picks the nodes; tasks learn their address at start-up
-DONE_FILE = "slurm.done"  # the driver writes it when the tasks' step is over: node monitors stop
+DONE_FILE = "slurm.done"  # written when the tasks' step is over: node monitors stop
 
 
 def plan_for(config: RunConfig) -> ClusterPlan:
@@ -38,6 +38,11 @@ def num_nodes(config: RunConfig, plan: ClusterPlan) -> int:
     return min(config.slurm_nodes, len(plan.tasks))
 
 
+def tasks_per_node(config: RunConfig, plan: ClusterPlan) -> int:
+    """At most this many tasks share a node (Slurm's default block distribution)."""
+    return -(-len(plan.tasks) // num_nodes(config, plan))
+
+
 def pick_port_base(config: RunConfig, tasks_per_node: int) -> int:
     """--base_port, or the first of tasks_per_node consecutive ports free on this node."""
     if config.base_port:
@@ -51,7 +56,7 @@ def pick_port_base(config: RunConfig, tasks_per_node: int) -> int:
 def environment(run: RunDir, port_base: int) -> Dict[str, str]:
     """What every step's processes need on top of the job's environment."""
     env = dict(os.environ)
-    env.update({"PYTHONUNBUFFERED": "1", PORT_BASE_ENV: str(port_base), RUN_DIR_VARIABLE: run.path,
+    env.update({"PYTHONUNBUFFERED": "1", PORT_BASE_ENV: str(port_base),
                 "PYTHONPATH": os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)})
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
