@@ -57,4 +57,8 @@ def from_resolver(plan: ClusterPlan, resolver, cpus: int) -> TaskSpec:
 
 
 def resolve(plan: ClusterPlan, entry: str) -> TaskSpec:
+    if entry == "slurm" and plan.strategy == "horovod":  # ranks, not a TensorFlow cluster
+        from cluster.slurm.horovod import rank_task
+
+        return rank_task(plan, task_cpus())
     return from_resolver(plan, RESOLVERS[entry](plan), task_cpus())

@@ -164,6 +164,25 @@ def test_deadline_ends_the_job(slurm, logdir):
     assert slurm.jobs() == [] and not processes_mentioning(run)
 
 
+def test_horovod_ranks_as_slurm_tasks(slurm, logdir):
+    """Two Horovod ranks started by Slurm meet at Horovod's Gloo rendezvous (no horovodrun, no ssh)."""
+    import importlib.util
+
+    if importlib.util.find_spec("horovod") is None:
+        pytest.skip("Horovod is not installed (make horovod)")
+    out, run = run_slurm(slurm, logdir, "hvd", "--strategy=horovod", "--num_workers=2")
+    tasks = task_records(run)
+    assert sorted(tasks) == ["worker_0", "worker_1"]
+    assert sorted(t["horovod_rank"] for t in tasks.values()) == [0, 1]
+    assert all(t["replicas"] == 2 and t["host"] == HOST for t in tasks.values())
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["images"] == 24 and cluster["slurm_job_state"] == "COMPLETED"
+    with open(os.path.join(run, "slurm.sbatch")) as f:
+        script = f.read()
+    assert "--ntasks-per-node=2" in script and "TFBENCH_HOROVOD_RENDEZVOUS=" in script
+    assert not os.path.exists(os.path.join(run, "tasks", "horovodrun.log"))
+
+
 def test_zz_queue_empty_and_every_daemon_stops(slurm):
     assert slurm.jobs() == []
     assert slurm.stop() == []

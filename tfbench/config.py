@@ -294,9 +294,9 @@ def _check_launch(c: RunConfig) -> None:
         value = getattr(c, name)
         if value and not re.match(r"^[A-Za-z0-9._-]+$", value):
             raise ConfigError(f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
-    if c.strategy == "horovod":
-        raise ConfigError("--launcher=slurm does not run --strategy=horovod yet; use the local launcher or "
-                          "start Horovod ranks with srun yourself (README: Slurm)")
+    if c.strategy == "horovod" and c.num_workers % c.slurm_nodes:
+        raise ConfigError(f"--strategy=horovod on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
+                          f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
     if c.evaluator:
         raise ConfigError("--evaluator is not supported with --launcher=slurm (the evaluator is outside the "
                           "cluster spec SlurmClusterResolver builds)")

@@ -7,17 +7,19 @@ way the unit stands for all the plan's tasks (Unit.tasks): supervision follows t
 files on the shared run directory, ends the run once the finishing tasks are done (parameter
 servers and their workers serve until the step or job is ended), and on failure, deadline,
 stall or Ctrl-C stops the unit, which ends the step (srun) or cancels the job; cleanup() makes
-sure the job has left the queue. Every task finds its role through SlurmClusterResolver.
+sure the job has left the queue. Every task finds its role through SlurmClusterResolver;
+Horovod ranks meet at Horovod's Gloo rendezvous, served by this process (cluster.slurm.horovod).
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from cluster import teardown
+from cluster import horovod_gloo, teardown
 from cluster.launchers.base import Launcher, TaskCommand, Unit, unit_env
 from cluster.slurm import batch, steps
+from cluster.slurm import horovod as slurm_horovod
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.rundir import RunDir
@@ -35,20 +37,25 @@ class SlurmLauncher(Launcher):
         self.config = config
         self.inside = inside_allocation()
         self.port_base = 0
-        self.cleanup_note = ""
+        self.rendezvous: Optional[horovod_gloo.Rendezvous] = None
+        self.exports: Dict[str, str] = {}
 
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
+        if plan.strategy == "horovod":  # ranks meet at Horovod's rendezvous, served from here
+            self.rendezvous = horovod_gloo.start_rendezvous(plan)
+            self.exports[slurm_horovod.RENDEZVOUS_ENV] = f"{slurm_horovod.rendezvous_address()}:{self.rendezvous.port}"
         if self.inside:
             self.port_base = steps.pick_port_base(self.config, steps.tasks_per_node(self.config, plan))
         else:
             with open(self.run.file(batch.SCRIPT), "w", encoding="utf-8") as f:
-                f.write(batch.script(self.run, self.config, plan))
+                f.write(batch.script(self.run, self.config, plan, self.exports))
         return plan
 
     def units(self, plan: ClusterPlan) -> List[Unit]:
         names = tuple(t.name for t in plan.tasks)
         env = unit_env(self.run, self.name, {})
         env.pop(teardown.RUN_DIR_VARIABLE)  # Slurm ends the job's processes, on every node
+        env.update(self.exports)
         if self.inside:
             env.update(steps.environment(self.run, self.port_base))
             return [Unit("srun", tuple(steps.tasks_step(self.run, self.config, plan)), env,
@@ -57,6 +64,9 @@ class SlurmLauncher(Launcher):
         return [Unit("slurm-job", command, env, self.run.task_log("slurm-job"), tasks=names)]
 
     def cleanup(self) -> None:
+        if self.rendezvous is not None:
+            self.rendezvous.stop()
+            self.rendezvous = None
         job_id = batch.read_job_id(self.run)
         if not self.inside and job_id and batch.job_state(job_id) and not batch.cancel(job_id):
             raise RuntimeError(f"Slurm job {job_id} is still listed after scancel")

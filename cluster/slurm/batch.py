@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
-from typing import Optional
+from typing import Dict, Optional
 
 from cluster.slurm import steps
 from cluster.spec import ClusterPlan
@@ -22,7 +22,7 @@ POLL_S = 0.5
 CANCEL_WAIT_S = 90.0  # Slurm's KillWait is 30 s by default
 
 
-def script(run: RunDir, config: RunConfig, plan: ClusterPlan) -> str:
+def script(run: RunDir, config: RunConfig, plan: ClusterPlan, exports: Optional[Dict[str, str]] = None) -> str:
     options = [f"--job-name=tfbench-{run.run_id}"[:64], f"--nodes={steps.num_nodes(config, plan)}",
                f"--ntasks={len(plan.tasks)}", f"--cpus-per-task={steps.cpus_per_task(config)}",
                f"--output={run.tasks_dir}/slurm-%j.out", f"--chdir={steps.PROJECT_ROOT}"]
@@ -36,7 +36,8 @@ def script(run: RunDir, config: RunConfig, plan: ClusterPlan) -> str:
              "# Written by tfbench. The run directory must be on a filesystem all nodes share.",
              f"export PYTHONPATH={shlex.quote(steps.PROJECT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
              "export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}",
-             f"export {steps.PORT_BASE_ENV}={steps.pick_port_base(config, steps.tasks_per_node(config, plan))}"]
+             f"export {steps.PORT_BASE_ENV}={steps.pick_port_base(config, steps.tasks_per_node(config, plan))}",
+             *(f"export {key}={shlex.quote(value)}" for key, value in sorted((exports or {}).items()))]
     if config.monitor:
         lines.append(f"{quote(steps.monitor_step(run, config, plan))} > {shlex.quote(run.task_log('srun-monitor'))} 2>&1 &")
     lines += [f"{quote(steps.tasks_step(run, config, plan))}", "status=$?",

@@ -26,8 +26,14 @@ DONE_FILE = "slurm.done"  # written when the tasks' step is over: node monitors 
 
 
 def plan_for(config: RunConfig) -> ClusterPlan:
-    """The run's tasks for hosts Slurm will choose: no cores pinned from here, no ports yet."""
-    return make_plan(config.replace(hosts=(PLACEHOLDER_HOST,)))
+    """The run's tasks for hosts Slurm will choose: no cores pinned from here, no ports yet;
+    Horovod ranks in equal blocks per node (cluster.slurm.horovod)."""
+    plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,)))
+    if plan.strategy == "horovod":
+        from cluster.slurm.horovod import with_block_hosts
+
+        plan = with_block_hosts(plan, num_nodes(config, plan))
+    return plan
 
 
 def cpus_per_task(config: RunConfig) -> int:
@@ -64,7 +70,8 @@ def environment(run: RunDir, port_base: int) -> Dict[str, str]:
 
 def tasks_step(run: RunDir, config: RunConfig, plan: ClusterPlan) -> List[str]:
     """All tasks in one step; a task that fails ends the step (--kill-on-bad-exit)."""
-    return ["srun", f"--ntasks={len(plan.tasks)}", f"--nodes={num_nodes(config, plan)}",
+    blocks = [f"--ntasks-per-node={tasks_per_node(config, plan)}"] if plan.strategy == "horovod" else []
+    return ["srun", f"--ntasks={len(plan.tasks)}", f"--nodes={num_nodes(config, plan)}", *blocks,
             f"--cpus-per-task={cpus_per_task(config)}", "--kill-on-bad-exit=1", "--overlap",
             "--job-name=tfbench-tasks", sys.executable, "-m", "tfbench.task", "--run_dir", run.path,
             "--task", "slurm"]
