@@ -7,6 +7,7 @@ Module layout:
     cluster/launchers/base.py      the Launcher interface (setup / units / wrap / rebind / cleanup / record)
     cluster/launchers/local.py     processes of this machine over loopback; horovodrun for Horovod
     cluster/launchers/emulated.py  one network namespace per host, shaped links, Gloo rendezvous
+    cluster/launchers/slurm.py     srun steps inside an allocation, an sbatch job from outside one
 """
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ from tfbench.rundir import RunDir
 
 def for_config(config: RunConfig, run: RunDir, *, command_for: Optional[TaskCommand] = None,
                group_command: Optional[GroupCommand] = None) -> Launcher:
-    """The launcher --network asks for."""
+    """The launcher --launcher and --network ask for."""
+    if config.launcher == "slurm":
+        from cluster.launchers.slurm import SlurmLauncher
+
+        return SlurmLauncher(run, config, command_for=command_for)
     if getattr(config, "network", "local") == "emulated":
         from cluster.launchers.emulated import EmulatedLauncher
 

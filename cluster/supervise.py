@@ -226,6 +226,12 @@ class _Attempt:
             code = p.popen.poll()
             if code is None:
                 continue
+            if code != 0 and p.unit.tasks and self._tasks_done(p.unit):
+                continue  # its servers ended after every finishing task was done
+            if code != 0 and p.unit.tasks:  # a group: name the task that did not get done
+                name = self._laggard(p.unit.tasks)
+                return Ending("failed", name, f"{p.unit.name} exited with code {code}{_signal_name(code)} before "
+                              f"{name} was done", self.run_dir.task_log(name))
             if code != 0:
                 kind = "retry" if self._bind_failure(p) else "failed"
                 return Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{_signal_name(code)}",
@@ -234,9 +240,21 @@ class _Attempt:
                 return Ending("failed", p.unit.name, f"{p.unit.name} exited before the run finished; it should "
                                f"serve until stopped", p.unit.log, p.log_offset)
         finishing = [p for p in self.processes if not p.unit.service]
-        if finishing and all(p.popen.returncode == 0 for p in finishing):
+        if finishing and all(p.popen.returncode == 0 or self._tasks_done(p.unit) for p in finishing):
             return Ending("ok")
         return None
+
+    def _tasks_done(self, unit: Unit) -> bool:
+        """A group unit with servers in it whose finishing tasks are all done: the servers never
+        end by themselves and are stopped at teardown. (A group without servers ends by itself.)"""
+        watched = [n for n in unit.tasks if n in self.watched]
+        servers = any(t.service for t in self.plan.tasks if t.name in unit.tasks)
+        return servers and bool(watched) and all(progress.reached(self.progress.get(n), "done") for n in watched)
+
+    def _laggard(self, names) -> str:
+        """Of a group's tasks, the finishing one furthest behind (else the first)."""
+        behind = [n for n in names if n in self.watched and not progress.reached(self.progress.get(n), "done")]
+        return min(behind, key=lambda n: progress.phase_rank(self.progress.get(n))) if behind else names[0]
 
     def _bind_failure(self, p: _Process) -> bool:
         """A task that exited before it was ready because its port was taken."""
@@ -266,14 +284,14 @@ class _Attempt:
 
     def _finished(self, name: str) -> bool:
         process = self._process_of(name)
-        if process.unit.name == HOROVOD_GROUP:
+        if process.unit.name == HOROVOD_GROUP or process.unit.tasks:
             record = self.progress.get(name)
             return record is not None and record["phase"] == "done"
         return process.popen.returncode is not None
 
     def _process_of(self, name: str) -> _Process:
         for p in self.processes:
-            if p.unit.name in (name, HOROVOD_GROUP):
+            if p.unit.name in (name, HOROVOD_GROUP) or name in p.unit.tasks:
                 return p
         raise KeyError(name)
 

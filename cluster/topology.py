@@ -12,7 +12,7 @@ one per worker, plus one per ps when ps are separate; the launcher gives them ad
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from cluster import cores as cores_lib
 from cluster.ports import PortAllocator, is_local
@@ -135,5 +135,14 @@ def _replace(task: TaskSpec, **changes) -> TaskSpec:
 def with_new_ports(plan: ClusterPlan, names: Sequence[str], ports: PortAllocator) -> ClusterPlan:
     """The same plan with fresh ports for the named tasks (a port was found taken)."""
     tasks = tuple(_replace(t, port=ports.port_for(t.host)) if t.name in names else t for t in plan.tasks)
+    plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=plan.horovod_hosts, warnings=plan.warnings)
+    return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan
+
+
+def retarget(plan: ClusterPlan, addresses: Dict[str, Tuple[str, int]]) -> ClusterPlan:
+    """The same plan with the named tasks at new (host, port) addresses, TF_CONFIG rebuilt:
+    for engines that decide where tasks run (Kubernetes pods, Slurm nodes)."""
+    tasks = tuple(_replace(t, host=addresses[t.name][0], port=addresses[t.name][1]) if t.name in addresses else t
+                  for t in plan.tasks)
     plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=plan.horovod_hosts, warnings=plan.warnings)
     return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan

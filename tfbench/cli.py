@@ -43,6 +43,8 @@ def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
     if config.strategy == "horovod":
         check_horovod()
+    if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        check_slurm()
     if config.network == "emulated":
         check_namespaces(config)
     if not config.run_id:
@@ -58,6 +60,14 @@ def check_horovod() -> None:
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if importlib.util.find_spec("horovod") is None or not os.path.exists(horovodrun):
         raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
+
+
+def check_slurm() -> None:
+    import shutil
+
+    missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
+    if missing:
+        raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
 
 
 def check_namespaces(config) -> None:
@@ -76,7 +86,12 @@ def main(argv) -> int:
 
     try:
         config = validated_config()
-        plan = make_plan(config)
+        if config.launcher == "slurm":
+            from cluster.slurm.steps import plan_for
+
+            plan = plan_for(config)
+        else:
+            plan = make_plan(config)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:
@@ -91,16 +106,41 @@ def dry_run(config, plan) -> int:
     from tfbench.rundir import RunDir
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
-    print(dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run)))
+    where = "slurm" if config.launcher == "slurm" else config.network
+    print(dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run), where))
     return 0
 
 
 def launch(config, plan) -> int:
     from cluster import launcher
-    from tfbench import environment, rundir, table
+    from tfbench import table
     from tfbench.hparams import write_hparams
-    from tfbench.tb_layout import write_layout
     from tfbench.monitor import Monitor
+
+    run = prepare_run_dir(config, plan)
+    print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
+    hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
+    monitor = Monitor
+    if config.launcher == "slurm":
+        from cluster.launchers.slurm import inside_allocation
+        from cluster.slurm.node_monitor import NodeMonitors
+
+        monitor = lambda run, plan, config: NodeMonitors(run, plan, config, start_step=inside_allocation())  # noqa: E731
+    result = launcher.run(plan, run, config, monitor_factory=monitor if config.monitor else None, record_hooks=hooks)
+    write_hparams(run, config, result.cluster_record)
+    if result.ok and result.cluster_record:
+        tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
+        print(table.render(config, result.cluster_record, tasks), flush=True)
+        print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+    else:
+        print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
+    return result.exit_code
+
+
+def prepare_run_dir(config, plan):
+    """Creates the run directory with the config, plan and environment every task reads."""
+    from tfbench import environment, rundir
+    from tfbench.tb_layout import write_layout
 
     try:
         run = rundir.create(config.logdir, config.run_id)
@@ -110,17 +150,7 @@ def launch(config, plan) -> int:
     run.write_json("plan.json", plan.to_dict())
     run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
     write_layout(run)
-    print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
-    hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
-    result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None, record_hooks=hooks)
-    write_hparams(run, config, result.cluster_record)
-    if result.ok and result.cluster_record:
-        tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
-        print(table.render(config, result.cluster_record, tasks), flush=True)
-        print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
-    else:
-        print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
-    return result.exit_code
+    return run
 
 
 def window_traffic_hook(config):

@@ -7,9 +7,11 @@ traceback from inside TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
+import socket
 from typing import Optional, Tuple
 
 from tfbench.errors import ConfigError
@@ -23,11 +25,23 @@ PLACEMENTS = ("soft", "hard")
 DEVICES = ("cpu", "gpu")
 PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
+LAUNCHERS = ("local", "slurm")
+_SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
 NETWORKS = ("local", "emulated")
 # The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
 _RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@functools.lru_cache(maxsize=None)
+def _this_machine_names() -> frozenset:
+    return frozenset(("localhost", "::1", socket.gethostname(), socket.getfqdn()))
+
+
+def is_this_machine(host: str) -> bool:
+    """True for the names this machine answers to (the local launcher can start tasks only here)."""
+    return host.startswith("127.") or host in _this_machine_names()
 
 
 def effective_num_ps(strategy: str, num_ps: int) -> int:
@@ -99,6 +113,12 @@ class RunConfig:
     monitor: bool = True
     monitor_interval: float = 1.0
     profile_steps: Tuple[int, ...] = ()
+    # Launch: where the tasks start.
+    launcher: str = "local"  # local: processes on this machine; slurm: srun steps / an sbatch job
+    slurm_nodes: int = 1
+    slurm_partition: str = ""
+    slurm_time: str = ""
+    slurm_account: str = ""
     # Network: emulated hosts (a network namespace each) joined by shaped links.
     network: str = "local"
     link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
@@ -147,8 +167,10 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
-def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
+def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
+
+    `by_hand`: the user starts the tasks (python -m cluster.plan), so --hosts may name any machine.
 
     `gpu_count` is looked up lazily (it needs TensorFlow) and only when the config asks for a
     GPU or for NCHW, so that most runs validate without importing TensorFlow.
@@ -235,8 +257,49 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
         need(gpus > 0, f"--device=gpu with --placement={c.placement}"
              f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
 
+    if not by_hand:
+        _check_launch(c)
     _check_logdir(c.logdir, c.run_id)
     return c
+
+
+def _check_launch(c: RunConfig) -> None:
+    """Launch: the local launcher starts tasks on this machine only; Slurm picks its own nodes."""
+    if c.launcher not in LAUNCHERS:
+        raise ConfigError(f"--launcher={c.launcher!r} is unknown; choose one of {', '.join(LAUNCHERS)}")
+    if c.launcher == "local":
+        remote = [h for h in c.hosts if not is_this_machine(h)]
+        if remote:
+            raise ConfigError(
+                f"--hosts names other machines ({','.join(remote)}) and the local launcher starts tasks on this "
+                f"machine only: use --launcher=slurm, or start them by hand with `python -m cluster.plan "
+                f"--run_dir=DIR` (README: By hand)")
+        slurm_flags = [f"--{name}" for name in ("slurm_partition", "slurm_time", "slurm_account")
+                       if getattr(c, name)] + (["--slurm_nodes"] if c.slurm_nodes != 1 else [])
+        if slurm_flags:
+            raise ConfigError(f"{', '.join(slurm_flags)} applies to --launcher=slurm only")
+        return
+    if c.hosts != ("localhost",):
+        raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
+    if c.network != "local":
+        raise ConfigError(f"--network={c.network} runs on this machine; it does not combine with --launcher=slurm")
+    if c.slurm_nodes < 1:
+        raise ConfigError(f"--slurm_nodes must be at least 1, got {c.slurm_nodes}")
+    tasks = 1 + c.num_workers + c.effective_num_ps if c.strategy == "parameter_server" else c.num_workers
+    if c.slurm_nodes > tasks:
+        raise ConfigError(f"--slurm_nodes={c.slurm_nodes} is more nodes than the run's {tasks} tasks")
+    if c.slurm_time and not _SLURM_TIME.match(c.slurm_time):
+        raise ConfigError(f"--slurm_time={c.slurm_time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
+    for name in ("slurm_partition", "slurm_account"):
+        value = getattr(c, name)
+        if value and not re.match(r"^[A-Za-z0-9._-]+$", value):
+            raise ConfigError(f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
+    if c.strategy == "horovod" and c.num_workers % c.slurm_nodes:
+        raise ConfigError(f"--strategy=horovod on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
+                          f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
+    if c.evaluator:
+        raise ConfigError("--evaluator is not supported with --launcher=slurm (the evaluator is outside the "
+                          "cluster spec SlurmClusterResolver builds)")
 
 
 def _check_logdir(logdir: str, run_id: str) -> None:

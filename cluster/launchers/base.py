@@ -42,6 +42,9 @@ class Unit:
     cores: Tuple[int, ...] = ()
     service: bool = False
     port_task: Optional[TaskSpec] = None  # the task whose port this process binds (retry on failure)
+    # The plan's tasks this one process stands for (a Slurm step or job); they report progress
+    # under their own names, and the unit counts as finished once its finishing tasks are done.
+    tasks: Tuple[str, ...] = ()
 
 
 def default_command(run: RunDir) -> TaskCommand:
