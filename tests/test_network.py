@@ -108,3 +108,24 @@ def test_link_latency_is_refused_in_one_line_without_netem(tmp_path):
     assert lines == ["tfbench: error: --link_latency needs the kernel's sch_netem (CONFIG_NET_SCH_NETEM), "
                      "which this kernel lacks"]
     assert not logdir.exists()
+
+
+def test_custom_scalars_layout_reads_back(tmp_path):
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.plugins.custom_scalar import layout_pb2, metadata
+
+    from tfbench.tb_layout import write_layout
+
+    run = RunDir(str(tmp_path / "my-run"))
+    os.makedirs(run.tb_dir)
+    write_layout(run)
+    acc = event_accumulator.EventAccumulator(run.tb_dir)
+    acc.Reload()
+    (event,) = acc.Tensors(metadata.CONFIG_SUMMARY_TAG)
+    layout = layout_pb2.Layout.FromString(event.tensor_proto.string_val[0])
+    (category,) = layout.category
+    assert category.title == "my-run"
+    tags = {chart.title: list(chart.multiline.tag) for chart in category.chart}
+    assert tags["step time (ms), every worker"] == [r"^perf/step_time_ms$"]
+    assert r"^link/(tx|rx)_kbps$" in tags["host traffic (kbit/s), every host: tx and rx"]
+    assert tags["CPU (% of one core), every task"] == [r"^sys/cpu_percent$"]

@@ -119,6 +119,7 @@ def launch(config, plan) -> int:
 def prepare_run_dir(config, plan):
     """Creates the run directory with the config, plan and environment every task reads."""
     from tfbench import environment, rundir
+    from tfbench.tb_layout import write_layout
 
     try:
         run = rundir.create(config.logdir, config.run_id)
@@ -127,6 +128,7 @@ def prepare_run_dir(config, plan):
     run.write_json("config.json", config.to_dict())
     run.write_json("plan.json", plan.to_dict())
     run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    write_layout(run)
     return run
 
 
