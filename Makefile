@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench sweep strategies horovod slurm clean
+.PHONY: setup run test test-fast bench sweep strategies network horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -50,6 +50,10 @@ sweep: setup
 # Every strategy, 1 and 2 one-core workers, ResNet50 64 px: rates and scaling efficiency.
 strategies: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/strategies.yaml
+
+# PS (collocated, separate), MWMS and Horovod on emulated hosts, 1-4 workers, per link rate (~20 min).
+network: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/network.yaml --sweep_dir=sweeps/network-$$(date +%Y%m%d-%H%M%S)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

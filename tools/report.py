@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from tfbench import usage
-from tools import aggregate, plots, results_csv, summary
+from tools import aggregate, network_plots, plots, results_csv, summary
 from tools.runs import Run, find_runs, read_monitor
 from tools.sweep_state import FAILED, find_sweep
 
@@ -23,7 +23,9 @@ FLAGS = flags.FLAGS
 COMPARISONS = (("Hard vs soft placement", "placement", "soft", "hard"), ("CPU vs GPU", "device", "cpu", "gpu"))
 POINT_PLOTS = (("images/sec vs workers", "images_per_sec_vs_workers.png", plots.images_per_sec_vs_workers),
                ("seconds per batch vs batch size", "seconds_per_batch.png", plots.seconds_per_batch),
-               ("scaling efficiency vs workers", "scaling_efficiency.png", plots.scaling_efficiency))
+               ("scaling efficiency vs workers", "scaling_efficiency.png", plots.scaling_efficiency),
+               ("seconds per batch vs workers, per link", "seconds_per_batch_per_link.png",
+                network_plots.seconds_per_batch_vs_workers))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +94,9 @@ def _plots(runs: Sequence[Run], points: Sequence[aggregate.Point], out: str):
         os.makedirs(os.path.join(out, "resources"), exist_ok=True)
         if plots.resources(run, read_monitor(run.monitor_path), os.path.join(out, rel)):
             written.append((f"resources of {run.run_id}", rel))
+        rel = os.path.join("resources", f"{name}.host_tx.png")
+        if network_plots.host_tx(run, os.path.join(out, rel)):
+            written.append((f"per-host tx of {run.run_id}", rel))
     return written
 
 
