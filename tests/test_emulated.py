@@ -68,7 +68,7 @@ def assert_nothing_left(run):
     assert netns.owner(key) is None
 
 
-@pytest.mark.parametrize("rate", [50 * 10 ** 6, 400 * 10 ** 6])
+@pytest.mark.parametrize("rate", [50 * 10 ** 6, 200 * 10 ** 6])
 def test_shaped_rate_between_two_hosts_is_the_configured_rate(rate):
     """One TCP stream h0 -> h1 crosses two shaped links (h0's tx, h1's rx): its goodput is the
     configured rate less TCP/IP headers (1448 of 1514 bytes a frame), within 10%."""

@@ -4,11 +4,12 @@ that stays flat at the rate is saturated)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence
 
-from tools import plots
+from tools import plots, series
 from tools.aggregate import Point
 from tools.runs import Run
 
@@ -17,17 +18,15 @@ LINKS_FILE = "links.jsonl"
 
 
 def seconds_per_batch_vs_workers(points: Sequence[Point], path: str) -> bool:
-    """Mean step time against workers, a panel per link, one line per strategy (and ps placement)."""
-    points = [p for p in points if p.config.get("network") == "emulated"]
-
-    def err(p: Point):
-        ci = (p.stats or {}).get("ci95_s", float("nan"))
-        return ci, ci
-
-    return plots._line_plot(points, path, panels=("mode", "link_bandwidth"), x="scale", series="strategy",
-                            y=lambda p: (p.stats or {}).get("mean_s", float("nan")), yerr=err,
-                            xlabel="workers", ylabel="seconds per batch (mean step)",
-                            title="Seconds per batch vs workers, per link (error bars: 95% CI)")
+    """Mean global step time against workers, a panel per mode and link, one line per strategy
+    (and ps placement, where it differs)."""
+    points = [p for p in points if p.config.get("network") == "emulated"
+              and math.isfinite((p.stats or {}).get("mean_s", float("nan")))]
+    groups = series.panels(points, x=series.SCALE, panel_keys=("mode", "link_bandwidth"), primary="strategy")
+    figure = plots.line_figure(groups, title="Seconds per batch vs workers, per link (error bars: step-time 95% CI)",
+                           xlabel="workers", ylabel="seconds per batch (mean global step)",
+                           y=lambda p: p.stats["mean_s"], yerr=plots.step_error)
+    return plots.save(figure, path)
 
 
 def read_links(run: Run) -> Dict[str, List[dict]]:

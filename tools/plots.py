@@ -36,15 +36,15 @@ _NO_CI_NOTE = "one run per point: no error bars"
 
 
 def images_per_sec_vs_workers(points: Sequence[Point], path: str) -> bool:
-    return _save(throughput_figure(points), path)
+    return save(throughput_figure(points), path)
 
 
 def scaling_efficiency(points: Sequence[Point], path: str) -> bool:
-    return _save(efficiency_figure(points), path)
+    return save(efficiency_figure(points), path)
 
 
 def seconds_per_batch(points: Sequence[Point], path: str) -> bool:
-    return _save(step_time_figure(points), path)
+    return save(step_time_figure(points), path)
 
 
 def throughput_figure(points: Sequence[Point]) -> Optional[Figure]:
@@ -56,7 +56,7 @@ def throughput_figure(points: Sequence[Point]) -> Optional[Figure]:
     if points and not any(len(line.points) > 1 for g in groups for line in g.lines):
         return _bar_figure(groups, title=f"Cluster throughput at one worker count: no scaling curve\n({bars})",
                            ylabel="cluster images/sec", y=lambda p: p.images_per_sec, yerr=_repeat_error)
-    return _figure(groups, title=f"Cluster throughput vs workers (dashed: ideal scaling; {bars})",
+    return line_figure(groups, title=f"Cluster throughput vs workers (dashed: ideal scaling; {bars})",
                    xlabel=_workers_axis(points), ylabel="cluster images/sec",
                    y=lambda p: p.images_per_sec, yerr=_repeat_error, ideal=True)
 
@@ -67,7 +67,7 @@ def efficiency_figure(points: Sequence[Point]) -> Optional[Figure]:
     groups = series.panels(points, x=series.SCALE, panel_keys=series.SCALING_PANELS, primary="strategy")
     for group in groups:  # a line measured at 1 worker only is 100% by definition: nothing to show
         group.lines = [line for line in group.lines if line.xs != [1]]
-    return _figure(groups, title="Scaling efficiency vs workers: rate at N ÷ (N × rate at 1)",
+    return line_figure(groups, title="Scaling efficiency vs workers: rate at N ÷ (N × rate at 1)",
                    xlabel=_workers_axis(points), ylabel="scaling efficiency", y=lambda p: p.efficiency,
                    percent=True)
 
@@ -78,12 +78,12 @@ def step_time_figure(points: Sequence[Point]) -> Optional[Figure]:
     points = [p for p in points if _finite((p.stats or {}).get("mean_s"))]
     groups = series.panels(points, x="batch_size", panel_keys=("mode", series.SCALE), primary="strategy")
     mirrored = "; mirrored: local devices count as workers" if _has_mirrored(points) else ""
-    return _figure(groups, title=f"Step time vs batch size (error bars: step-time 95% CI{mirrored})",
+    return line_figure(groups, title=f"Step time vs batch size (error bars: step-time 95% CI{mirrored})",
                    xlabel="batch per replica (images)", ylabel="mean step time (s)",
-                   y=lambda p: p.stats["mean_s"], yerr=_step_error)
+                   y=lambda p: p.stats["mean_s"], yerr=step_error)
 
 
-def _figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str, y: Callable[[Point], float],
+def line_figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str, y: Callable[[Point], float],
             yerr: Optional[Callable[[Point], Tuple[float, float]]] = None, ideal: bool = False,
             percent: bool = False) -> Optional[Figure]:
     """A grid of panels, one colour and marker per line label across all panels, and one legend
@@ -210,12 +210,12 @@ def _repeat_error(p: Point) -> Tuple[float, float]:
     return p.images_per_sec - low, high - p.images_per_sec
 
 
-def _step_error(p: Point) -> Tuple[float, float]:
+def step_error(p: Point) -> Tuple[float, float]:
     ci = (p.stats or {}).get("ci95_s", float("nan"))
     return ci, ci
 
 
-def _save(fig: Optional[Figure], path: str) -> bool:
+def save(fig: Optional[Figure], path: str) -> bool:
     if fig is None:
         return False
     fig.savefig(path, dpi=100)
