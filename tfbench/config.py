@@ -80,6 +80,8 @@ class RunConfig:
     monitor: bool = True
     monitor_interval: float = 1.0
     profile_steps: Tuple[int, ...] = ()
+    # Performance.
+    precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -195,6 +197,13 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
         gpus = gpu_count if gpu_count is not None else count_gpus()
         need(gpus > 0, f"--device=gpu with --placement={c.placement}"
              f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
+
+    # Performance: a precision the compute device cannot run is refused (tfbench.precision).
+    from tfbench import precision as precision_lib
+
+    on_gpu = c.device == "gpu" and c.precision != "fp32" and (
+        gpu_count if gpu_count is not None else count_gpus()) > 0
+    precision_lib.check(c.precision, on_gpu)
 
     _check_logdir(c.logdir, c.run_id)
     return c

@@ -68,6 +68,9 @@ def collect(with_horovod: bool = False) -> dict:
         "gpus": gpus(),
         "versions": {p: _version(p) for p in PACKAGES},
     }
+    from tfbench import peaks
+
+    env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.peak), or why there is none
     if with_horovod:
         env["horovod_check_build"] = horovod_check_build()
     return env
