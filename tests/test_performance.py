@@ -168,3 +168,33 @@ def test_startup_phases_are_recorded_in_order():
     with pytest.raises(ValueError):
         startup.mark("coffee")
     startup.reset()
+
+
+def test_horovod_check_build_is_asked_once_then_cached(tmp_path, monkeypatch):
+    """`horovodrun --check-build` imports TensorFlow: 10-30 s before every Horovod run's tasks."""
+    import os
+    import sys
+
+    from tfbench import environment
+
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "horovodrun")):
+        pytest.skip("horovodrun is not installed")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    calls = []
+    answer = "Horovod v0.28.1:\n\nAvailable Frameworks:\n    [X] TensorFlow"
+    monkeypatch.setattr(environment, "_run_check_build", lambda path: calls.append(path) or answer)
+    assert environment.horovod_check_build() == answer
+    assert environment.horovod_check_build() == answer
+    assert len(calls) == 1
+    monkeypatch.setattr(environment, "_run_check_build", lambda path: calls.append(path) or "failed")
+    os.remove(tmp_path / ".cache" / "tfbench" / "horovod-check-build.json")
+    assert environment.horovod_check_build() == "failed"
+    assert environment.horovod_check_build() == "failed" and len(calls) == 3  # failures are not cached
+
+
+def test_bench_and_peak_entry_points_list_their_flags():
+    for module, expected in (("tools.bench", ["--repeats", "--scaling_strategies"]),
+                             ("tools.peak", ["--size", "--refresh"])):
+        result = run_cli("--help", module=module, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert all(e in result.stdout for e in expected), result.stdout
