@@ -1,5 +1,6 @@
 """Where a task's start-up time goes: wall-clock marks of its phases, in order.
 
+launched (`python -m tfbench` started: validation, environment, monitor, spawning follow) ->
 process_start (the kernel's creation time of the task process) -> tf_imported ->
 strategy_ready (strategy built: collectives or the parameter-server cluster connected) ->
 model_built (model and optimizer in the strategy's scope) -> first_step_done (warm-up step 0:
@@ -9,17 +10,22 @@ each phase took.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Dict, List, Optional, Tuple
 
-PHASES = ("process_start", "tf_imported", "strategy_ready", "model_built", "first_step_done", "measuring")
+LAUNCHED_ENV = "TFBENCH_LAUNCHED_AT"  # set by the launcher, inherited by every task it starts
+PHASES = ("launched", "process_start", "tf_imported", "strategy_ready", "model_built", "first_step_done", "measuring")
 _marks: List[Tuple[str, float]] = []
 
 
 def process_start_time() -> float:
-    import psutil
-
-    return psutil.Process().create_time()
+    """Wall time this process started, to the kernel's 10 ms tick (psutil's create_time adds the
+    boot time, which the kernel gives in whole seconds)."""
+    with open("/proc/self/stat", encoding="utf-8") as f:
+        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - age
 
 
 def reset() -> None:
@@ -52,7 +58,10 @@ def watch(reporter, num_warmup_steps: int) -> None:
 def summary() -> Dict:
     """{'marks': {phase: wall time}, 'seconds': {phase: time since the previous mark},
     'total_s': process start to the first measured step (or to the last mark)}."""
-    marks = sorted(_marks + [("process_start", process_start_time())], key=lambda m: PHASES.index(m[0]))
+    given = [("process_start", process_start_time())]
+    if os.environ.get(LAUNCHED_ENV):
+        given.append(("launched", float(os.environ[LAUNCHED_ENV])))
+    marks = sorted(_marks + given, key=lambda m: PHASES.index(m[0]))
     marks = [m for i, m in enumerate(marks) if i == 0 or m[0] != marks[i - 1][0]]
     seconds = {name: wall - marks[i - 1][1] for i, (name, wall) in enumerate(marks) if i > 0}
     return {"marks": dict(marks), "seconds": seconds, "total_s": marks[-1][1] - marks[0][1]}
