@@ -15,7 +15,7 @@ def test_flops_of_layers_equal_the_hand_count():
 
     k, n = 64, 10
     dense = flops.count_model(lambda: keras.Sequential([keras.Input((k,)), keras.layers.Dense(n, use_bias=False)]),
-                              (k,), n)
+                              (k,))
     assert dense["forward"] == 2 * k * n  # one [1, K] x [K, N] product
     assert dense["params"] == k * n
     # train = forward + the weight gradient (another 2·K·N) + the loss's few FLOPs per class;
@@ -25,7 +25,7 @@ def test_flops_of_layers_equal_the_hand_count():
     h, kh, cin, cout = 16, 3, 3, 8
     conv = flops.count_model(lambda: keras.Sequential([
         keras.Input((h, h, cin)), keras.layers.Conv2D(cout, kh, padding="same", use_bias=False),
-        keras.layers.Flatten()]), (h, h, cin), cout)
+        keras.layers.Flatten()]), (h, h, cin))
     assert conv["forward"] == 2 * h * h * kh * kh * cin * cout  # per output pixel: kh·kw·Cin·Cout MACs
     # its weight gradient costs as much again; the input gradient is pruned (no variable needs it)
     classes = h * h * cout

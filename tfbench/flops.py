@@ -45,7 +45,7 @@ def graph_flops(graph, outputs=()) -> int:
     return int(tf.compat.v1.profiler.profile(graph, options=options).total_float_ops)
 
 
-def count_model(build, input_shape, num_classes: int) -> Dict[str, int]:
+def count_model(build, input_shape) -> Dict[str, int]:
     """{'forward', 'train', 'params'}: FLOPs of one image through `build()`'s model; `input_shape`
     is one image's shape (e.g. (224, 224, 3))."""
     from tfbench.tf_import import keras, tf
@@ -104,7 +104,7 @@ def per_image(model: str, image_size: int, num_classes: int, data_format: str = 
 
     spec = MODELS[model]
     counts = count_model(lambda: spec.build(num_classes, image_size, data_format),
-                         input_shape(image_size, data_format), num_classes)
+                         input_shape(image_size, data_format))
     _write_cache(key, counts)
     return counts
 
