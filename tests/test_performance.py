@@ -165,7 +165,7 @@ def test_startup_phases_are_recorded_in_order(monkeypatch):
     assert marks["first_step_done"] == now + 0.5 and marks["measuring"] == now + 2
     assert sum(summary["seconds"].values()) == pytest.approx(summary["total_s"])
     json_round_trip = json.loads(json.dumps(summary, sort_keys=True))
-    assert summary["seconds"]["process_start"] == pytest.approx(0.25)  # what the launcher took
+    assert summary["seconds"]["process_start"] == pytest.approx(0.25, abs=0.02)  # what the launcher took
     assert startup.render(json_round_trip).split(": ", 1)[1].split(", ")[0].startswith("process_start")
     with pytest.raises(ValueError):
         startup.mark("coffee")
