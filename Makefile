@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench sweep strategies horovod clean
+.PHONY: setup run test test-fast bench sweep strategies horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -23,6 +23,11 @@ $(HVD_STAMP): $(REQ_STAMP) tools/build_horovod.sh
 	@touch $@
 
 horovod: $(HVD_STAMP)
+
+# Slurm and munge from Debian (root), for --launcher=slurm on this machine and the Slurm tests,
+# which also call this themselves when run as root.
+slurm:
+	bash tools/install_slurm.sh
 
 # The default job: a few-minute comparison of strategies on ResNet50, table and plots.
 # Every `make run` measures afresh, into sweeps/quick-<time>.

@@ -12,9 +12,17 @@ from typing import Callable, List
 from cluster.spec import ClusterPlan, TaskSpec
 
 
+# How each launcher would start the commands below.
+WHERE = {
+    "local": "as processes of this machine",
+    "emulated": "each inside its host's network namespace (created at start, removed at the end)",
+    "slurm": "as Slurm tasks (srun steps, or an sbatch job from outside an allocation)",
+}
+
+
 def render(plan: ClusterPlan, run_path: str, command_for: Callable[[TaskSpec], List[str]],
-           group_command: Callable[[ClusterPlan], List[str]]) -> str:
-    lines = [f"tfbench: dry run: {len(plan.tasks)} task(s) of {plan.strategy} would start; "
+           group_command: Callable[[ClusterPlan], List[str]], where: str = "local") -> str:
+    lines = [f"tfbench: dry run: {len(plan.tasks)} task(s) of {plan.strategy} would start {WHERE[where]}; "
              f"run directory {run_path} (not created)"]
     lines += [f"tfbench: warning: {w}" for w in plan.warnings]
     for t in plan.tasks:

@@ -6,12 +6,9 @@ from typing import Dict
 
 import portpicker
 
-LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", socket.gethostname()}
+from tfbench.config import is_this_machine as is_local
+
 DEFAULT_REMOTE_BASE_PORT = 2222
-
-
-def is_local(host: str) -> bool:
-    return host in LOCAL_NAMES or host.startswith("127.")
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -5,11 +5,14 @@
 - parameter_server: a coordinator ("chief"), N workers and K ps served by tf.distribute.Server,
   optionally an evaluator; each ps collocated with a worker's host and cores, or on its own.
 - horovod: N ranks with a host:slots list for horovodrun instead of TF_CONFIG.
-Tasks go round-robin over --hosts; on this machine they also get disjoint cores.
+Tasks go round-robin over --hosts; on this machine they also get disjoint cores. With
+--network=emulated the hosts are h0, h1, ... (one network namespace each, all on this machine):
+one per worker, plus one per ps when ps are separate; the launcher gives them addresses
+(with_hosts) once their namespaces exist.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from cluster import cores as cores_lib
 from cluster.ports import PortAllocator, is_local
@@ -21,12 +24,14 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
               ports: Optional[PortAllocator] = None) -> ClusterPlan:
     cores = tuple(cores) if cores is not None else cores_lib.available_cores()
     ports = ports or PortAllocator(config.base_port)
-    hosts = list(config.hosts)
     n = config.num_workers
+    emulated = config.network == "emulated"
+    hosts = emulated_hosts(config) if emulated else list(config.hosts)
+    local = (lambda host: True) if emulated else is_local
     warnings: List[str] = []
 
     worker_hosts = [hosts[i % len(hosts)] for i in range(n)]
-    local_workers = [i for i, h in enumerate(worker_hosts) if is_local(h)]
+    local_workers = [i for i, h in enumerate(worker_hosts) if local(h)]
     per_worker = config.cores_per_worker * max(1, config.effective_num_local_devices)
     groups, spare, enough = cores_lib.split_cores(cores, max(1, len(local_workers)), per_worker)
     if not enough:
@@ -36,7 +41,7 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
 
     def shared_cores(host: str) -> tuple:
         """Cores for a light task: the spare ones if any, else all (it mostly waits)."""
-        if not is_local(host):
+        if not local(host):
             return ()
         return spare or cores
 
@@ -76,7 +81,7 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
     separate_hosts = hosts[n:] if len(hosts) > n else []
     if config.ps_placement == "separate" and not separate_hosts and len(hosts) > 1:
         warnings.append("--ps_placement=separate with no host left over: ps share the workers' hosts")
-    if config.ps_placement == "separate" and is_local(hosts[0]) and len(hosts) == 1 and not spare:
+    if config.ps_placement == "separate" and local(hosts[0]) and len(hosts) == 1 and not spare:
         warnings.append("--ps_placement=separate with no spare core: ps share the workers' cores")
     for j in range(k):
         if config.ps_placement == "collocated":
@@ -89,6 +94,23 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
         host = hosts[-1]
         tasks.append(task("evaluator", 0, host, shared_cores(host), measures=False))
     return _with_tf_config(ClusterPlan("parameter_server", tuple(tasks), warnings=tuple(warnings)))
+
+
+def emulated_hosts(config: RunConfig) -> List[str]:
+    """h0 .. h(N-1) for the workers, then one host per separate ps."""
+    separate = config.effective_num_ps if config.ps_placement == "separate" else 0
+    count = 1 if config.strategy in ("default", "mirrored") else config.num_workers + separate
+    return [f"h{i}" for i in range(count)]
+
+
+def with_hosts(plan: ClusterPlan, address: Dict[str, str]) -> ClusterPlan:
+    """The same plan with every host renamed through `address` (TF_CONFIG and Horovod's host
+    list follow)."""
+    tasks = tuple(_replace(t, host=address.get(t.host, t.host)) for t in plan.tasks)
+    hosts = ",".join(f"{address.get(h, h)}:{s}" for h, s in
+                     (item.rsplit(":", 1) for item in plan.horovod_hosts.split(",") if item))
+    plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=hosts, warnings=plan.warnings)
+    return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan
 
 
 def _with_tf_config(plan: ClusterPlan) -> ClusterPlan:
@@ -113,5 +135,14 @@ def _replace(task: TaskSpec, **changes) -> TaskSpec:
 def with_new_ports(plan: ClusterPlan, names: Sequence[str], ports: PortAllocator) -> ClusterPlan:
     """The same plan with fresh ports for the named tasks (a port was found taken)."""
     tasks = tuple(_replace(t, port=ports.port_for(t.host)) if t.name in names else t for t in plan.tasks)
+    plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=plan.horovod_hosts, warnings=plan.warnings)
+    return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan
+
+
+def retarget(plan: ClusterPlan, addresses: Dict[str, Tuple[str, int]]) -> ClusterPlan:
+    """The same plan with the named tasks at new (host, port) addresses, TF_CONFIG rebuilt:
+    for engines that decide where tasks run (Kubernetes pods, Slurm nodes)."""
+    tasks = tuple(_replace(t, host=addresses[t.name][0], port=addresses[t.name][1]) if t.name in addresses else t
+                  for t in plan.tasks)
     plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=plan.horovod_hosts, warnings=plan.warnings)
     return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan

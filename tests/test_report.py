@@ -9,7 +9,6 @@ Runs (per-replica batch 16, 5 measured steps per worker, all workers starting to
   plus one failed ps run.
 """
 import csv
-import json
 import math
 import os
 import subprocess
@@ -17,57 +16,12 @@ import sys
 
 import pytest
 
+from tests.report_runs import monitor_samples, write_run
 from tfbench import records
 from tfbench.config import RunConfig
 from tools import aggregate, report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-T0 = 1_700_000_000.0
-JITTER = (-0.02, 0.0, 0.02, 0.0, 0.0)  # keeps the sum of 5 steps at 5 x the nominal step
-
-
-def write_run(root, run_id, strategy, workers, step_s, *, placement="soft", resources=None, monitor=None):
-    path = os.path.join(root, run_id)
-    os.makedirs(path)
-    config = RunConfig(model="resnet50", image_size=64, batch_size=16, num_warmup_steps=3, num_steps=5,
-                       strategy=strategy, num_workers=workers, num_ps=1 if strategy == "parameter_server" else 0,
-                       placement=placement, logdir=root, run_id=run_id).to_dict()
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(config, f)
-    results = os.path.join(path, "results.jsonl")
-    tasks = []
-    for index in range(workers):
-        times = [step_s + j for j in JITTER]
-        starts = [T0 + sum(times[:k]) for k in range(len(times))]
-        rec = records.task_record(run_id=run_id, role="worker", index=index, images_per_step=16,
-                                  step_times_s=times, step_start_wall=starts,
-                                  extra={"replicas": workers, "global_batch_size": 16 * workers,
-                                         "batch_size": 16, "placement": {"requested": placement}})
-        records.append(results, rec)
-        tasks.append(rec)
-    extra = {"config": config, "strategy": strategy, "num_workers": workers, "num_ps": 1,
-             "resources": resources or {}}
-    records.append(results, records.cluster_record(run_id, tasks, extra=extra))
-    if monitor:
-        with open(os.path.join(path, "monitor.jsonl"), "w") as f:
-            f.writelines(json.dumps(m) + "\n" for m in monitor)
-
-
-def monitor_samples(tasks, seconds=8):
-    """One sample per task per second; the ps sends most, the chief idles, workers compute."""
-    scale = {"chief": 0.1, "worker": 1.0, "ps": 0.4, "host": 2.0}
-    samples = []
-    for t in range(seconds):
-        for name in tasks + ["host"]:
-            role, _, index = name.rpartition("_") if name != "host" else ("host", "", "0")
-            k = scale[role] * (1.1 if name == "worker_1" else 1.0)
-            tx = 2 * 8000.0 if role == "ps" else 8000.0 * k
-            samples.append({"time": T0 - 2 + t + 0.01 * int(index), "task": name, "role": role, "index": int(index),
-                            "cpu_percent": 90.0 * k + t, "cpu_percent_normalized": 45.0 * k, "rss_mb": 500.0 * k + 10 * t,
-                            "peak_rss_mb": 500.0 * k + 10 * t, "threads": 20, "net_tx_bytes": 1e3 * tx * t,
-                            "net_rx_bytes": 1e3 * tx * t, "net_tx_kbps": tx + t, "net_rx_kbps": tx - t})
-    samples.append({"time": T0, "task": "worker_0", "role": "worker"})  # a sample without numbers
-    return samples
 
 
 @pytest.fixture(scope="module")
@@ -166,12 +120,15 @@ def test_summary_lists_results_comparison_and_failures(built):
     assert "## Hard vs soft placement" in text
     assert "| multi_worker_mirrored | 1 | 0 | 16 | train | cpu | 36.0 | 25.6 | 0.71 |" in text
     assert "## CPU vs GPU" not in text
+    assert ("- At 2 workers multi_worker_mirrored (placement=soft) is fastest (40.0 images/sec, "
+            "1.25× parameter_server).") in text
+    assert text.index("## Findings") < text.index("## Results")
     assert "| ps-w2-failed | parameter_server | 2 | 32 |" in text
     assert "ps_0 exited with code 1: Resource exhausted" in text
 
 
-@pytest.mark.parametrize("name", ["images_per_sec_vs_workers.png", "seconds_per_batch.png",
-                                  "scaling_efficiency.png", os.path.join("resources", "ps-w2.png")])
+@pytest.mark.parametrize("name", ["images_per_sec_vs_workers.png", "scaling_efficiency.png",
+                                  os.path.join("resources", "ps-w2.png")])
 def test_plots_are_png_files(built, name):
     _, out, rep = built
     path = os.path.join(out, name)
@@ -180,6 +137,12 @@ def test_plots_are_png_files(built, name):
     assert os.path.getsize(path) > 1024
     assert f"({name})" in rep.markdown
     assert sorted(os.listdir(os.path.join(out, "resources"))) == ["ps-w2.png"]
+
+
+def test_step_time_plot_needs_two_batch_sizes(built):
+    _, out, rep = built  # every run has batch 16: a step-time-vs-batch plot would join nothing
+    assert not os.path.exists(os.path.join(out, "seconds_per_batch.png"))
+    assert "seconds_per_batch.png" not in rep.markdown
 
 
 def test_cli_prints_the_table_and_rejects_missing_dirs(built, tmp_path):

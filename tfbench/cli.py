@@ -44,6 +44,10 @@ def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
     if config.strategy == "horovod":
         check_horovod()
+    if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        check_slurm()
+    if config.network == "emulated":
+        check_namespaces(config)
     if not config.run_id:
         from tfbench.rundir import default_run_id
 
@@ -59,6 +63,23 @@ def check_horovod() -> None:
         raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
 
 
+def check_slurm() -> None:
+    import shutil
+
+    missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
+    if missing:
+        raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
+
+
+def check_namespaces(config) -> None:
+    """Network namespaces, tbf and (for --link_latency) netem must work here before anything starts."""
+    from cluster import netns
+
+    problem = netns.support_error(want_delay=config.link_latency > 0)
+    if problem:
+        raise ConfigError(problem)
+
+
 def main(argv) -> int:
     os.environ.setdefault(startup.LAUNCHED_ENV, repr(time.time()))  # tasks' start-up starts here
     if len(argv) > 1:
@@ -67,7 +88,12 @@ def main(argv) -> int:
 
     try:
         config = validated_config()
-        plan = make_plan(config)
+        if config.launcher == "slurm":
+            from cluster.slurm.steps import plan_for
+
+            plan = plan_for(config)
+        else:
+            plan = make_plan(config)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:
@@ -82,25 +108,27 @@ def dry_run(config, plan) -> int:
     from tfbench.rundir import RunDir
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
-    print(dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run)))
+    where = "slurm" if config.launcher == "slurm" else config.network
+    print(dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run), where))
     return 0
 
 
 def launch(config, plan) -> int:
     from cluster import launcher
-    from tfbench import environment, rundir, table
+    from tfbench import table
     from tfbench.hparams import write_hparams
     from tfbench.monitor import Monitor
 
-    try:
-        run = rundir.create(config.logdir, config.run_id)
-    except ConfigError as e:
-        fail_usage(str(e))
-    run.write_json("config.json", config.to_dict())
-    run.write_json("plan.json", plan.to_dict())
-    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    run = prepare_run_dir(config, plan)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
-    result = launcher.run(plan, run, config, monitor_factory=Monitor if config.monitor else None)
+    hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
+    monitor = Monitor
+    if config.launcher == "slurm":
+        from cluster.launchers.slurm import inside_allocation
+        from cluster.slurm.node_monitor import NodeMonitors
+
+        monitor = lambda run, plan, config: NodeMonitors(run, plan, config, start_step=inside_allocation())  # noqa: E731
+    result = launcher.run(plan, run, config, monitor_factory=monitor if config.monitor else None, record_hooks=hooks)
     write_hparams(run, config, result.cluster_record)
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
@@ -109,6 +137,34 @@ def launch(config, plan) -> int:
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
+
+
+def prepare_run_dir(config, plan):
+    """Creates the run directory with the config, plan and environment every task reads."""
+    from tfbench import environment, rundir
+    from tfbench.tb_layout import write_layout
+
+    try:
+        run = rundir.create(config.logdir, config.run_id)
+    except ConfigError as e:
+        fail_usage(str(e))
+    run.write_json("config.json", config.to_dict())
+    run.write_json("plan.json", plan.to_dict())
+    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    write_layout(run)
+    return run
+
+
+def window_traffic_hook(config):
+    """Per-host link traffic in the cluster record: totals over the measured window and bytes
+    per global step (the monitor samples each host's link; see tfbench.monitor.host_links)."""
+    from tfbench.monitor import host_links
+
+    def link_traffic(run, record):
+        return {"link_traffic": host_links.window_traffic(run, record["window_start"], record["window_end"],
+                                                          config.num_steps)}
+
+    return link_traffic
 
 
 def run_main() -> None:

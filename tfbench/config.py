@@ -7,9 +7,11 @@ traceback from inside TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
+import socket
 from typing import Optional, Tuple
 
 from tfbench.errors import ConfigError
@@ -23,12 +25,43 @@ PLACEMENTS = ("soft", "hard")
 DEVICES = ("cpu", "gpu")
 PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
+LAUNCHERS = ("local", "slurm")
+_SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
+NETWORKS = ("local", "emulated")
+# The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
+LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
+_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@functools.lru_cache(maxsize=None)
+def _this_machine_names() -> frozenset:
+    return frozenset(("localhost", "::1", socket.gethostname(), socket.getfqdn()))
+
+
+def is_this_machine(host: str) -> bool:
+    """True for the names this machine answers to (the local launcher can start tasks only here)."""
+    return host.startswith("127.") or host in _this_machine_names()
 
 
 def effective_num_ps(strategy: str, num_ps: int) -> int:
     """Parameter servers a run really has: 0 asks for one; other strategies have none."""
     return (num_ps or 1) if strategy == "parameter_server" else 0
+
+
+def link_rate_bps(value: str) -> int:
+    """Bits/s of --link_bandwidth: a preset (1gbe, 10gbe, fdr_ib), or a rate such as 100mbit,
+    2.5gbit, 500kbit (tc's units: bit, kbit, mbit, gbit; powers of 1000); "" -> 0 (unshaped)."""
+    value = value.strip().lower()
+    if not value:
+        return 0
+    if value in LINK_PRESETS:
+        return LINK_PRESETS[value]
+    match = _RATE.match(value)
+    if not match or (match.group(2) and not match.group(3)):
+        raise ConfigError(f"--link_bandwidth={value!r} is not a rate; use e.g. 100mbit, 1gbit, or a preset: "
+                          f"{', '.join(LINK_PRESETS)}")
+    return int(float(match.group(1)) * 1000 ** " kmg".index(match.group(2).lower() or " "))
 
 
 def effective_num_local_devices(strategy: str, num_local_devices: int) -> int:
@@ -80,6 +113,16 @@ class RunConfig:
     monitor: bool = True
     monitor_interval: float = 1.0
     profile_steps: Tuple[int, ...] = ()
+    # Launch: where the tasks start.
+    launcher: str = "local"  # local: processes on this machine; slurm: srun steps / an sbatch job
+    slurm_nodes: int = 1
+    slurm_partition: str = ""
+    slurm_time: str = ""
+    slurm_account: str = ""
+    # Network: emulated hosts (a network namespace each) joined by shaped links.
+    network: str = "local"
+    link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
+    link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
 
@@ -95,6 +138,10 @@ class RunConfig:
     @property
     def effective_num_local_devices(self) -> int:
         return effective_num_local_devices(self.strategy, self.num_local_devices)
+
+    @property
+    def link_rate_bps(self) -> int:
+        return link_rate_bps(self.link_bandwidth)
 
     @property
     def total_steps(self) -> int:
@@ -122,8 +169,10 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
-def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
+def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
+
+    `by_hand`: the user starts the tasks (python -m cluster.plan), so --hosts may name any machine.
 
     `gpu_count` is looked up lazily (it needs TensorFlow) and only when the config asks for a
     GPU or for NCHW, so that most runs validate without importing TensorFlow.
@@ -190,6 +239,18 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
          "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
 
+    # Network.
+    need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")
+    emulated = c.network == "emulated"
+    need(emulated or not c.link_bandwidth, "--link_bandwidth applies to --network=emulated only")
+    need(emulated or c.link_latency == 0, "--link_latency applies to --network=emulated only")
+    need(c.link_latency >= 0, f"--link_latency must be 0 or more milliseconds, got {c.link_latency}")
+    need(not emulated or c.hosts == ("localhost",),
+         "--hosts does not apply to --network=emulated: its hosts are network namespaces of this machine")
+    c.link_rate_bps  # raises ConfigError on a bad rate
+    need(not c.link_bandwidth or c.link_rate_bps >= 10 ** 5,
+         f"--link_bandwidth={c.link_bandwidth} is below what tfbench shapes (100kbit)")
+
     # Devices: NCHW convolutions and GPU placement need a GPU.
     need(not (c.data_format == "NCHW" and c.device == "cpu"),
          "--data_format=NCHW needs --device=gpu: TensorFlow's CPU convolutions run NHWC only")
@@ -197,6 +258,9 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
         gpus = gpu_count if gpu_count is not None else count_gpus()
         need(gpus > 0, f"--device=gpu with --placement={c.placement}"
              f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
+
+    if not by_hand:
+        _check_launch(c)
 
     # Performance: a precision the compute device cannot run is refused (tfbench.precision).
     from tfbench import precision as precision_lib
@@ -207,6 +271,45 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None) -> RunConfig:
 
     _check_logdir(c.logdir, c.run_id)
     return c
+
+
+def _check_launch(c: RunConfig) -> None:
+    """Launch: the local launcher starts tasks on this machine only; Slurm picks its own nodes."""
+    if c.launcher not in LAUNCHERS:
+        raise ConfigError(f"--launcher={c.launcher!r} is unknown; choose one of {', '.join(LAUNCHERS)}")
+    if c.launcher == "local":
+        remote = [h for h in c.hosts if not is_this_machine(h)]
+        if remote:
+            raise ConfigError(
+                f"--hosts names other machines ({','.join(remote)}) and the local launcher starts tasks on this "
+                f"machine only: use --launcher=slurm, or start them by hand with `python -m cluster.plan "
+                f"--run_dir=DIR` (README: By hand)")
+        slurm_flags = [f"--{name}" for name in ("slurm_partition", "slurm_time", "slurm_account")
+                       if getattr(c, name)] + (["--slurm_nodes"] if c.slurm_nodes != 1 else [])
+        if slurm_flags:
+            raise ConfigError(f"{', '.join(slurm_flags)} applies to --launcher=slurm only")
+        return
+    if c.hosts != ("localhost",):
+        raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
+    if c.network != "local":
+        raise ConfigError(f"--network={c.network} runs on this machine; it does not combine with --launcher=slurm")
+    if c.slurm_nodes < 1:
+        raise ConfigError(f"--slurm_nodes must be at least 1, got {c.slurm_nodes}")
+    tasks = 1 + c.num_workers + c.effective_num_ps if c.strategy == "parameter_server" else c.num_workers
+    if c.slurm_nodes > tasks:
+        raise ConfigError(f"--slurm_nodes={c.slurm_nodes} is more nodes than the run's {tasks} tasks")
+    if c.slurm_time and not _SLURM_TIME.match(c.slurm_time):
+        raise ConfigError(f"--slurm_time={c.slurm_time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
+    for name in ("slurm_partition", "slurm_account"):
+        value = getattr(c, name)
+        if value and not re.match(r"^[A-Za-z0-9._-]+$", value):
+            raise ConfigError(f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
+    if c.strategy == "horovod" and c.num_workers % c.slurm_nodes:
+        raise ConfigError(f"--strategy=horovod on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
+                          f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
+    if c.evaluator:
+        raise ConfigError("--evaluator is not supported with --launcher=slurm (the evaluator is outside the "
+                          "cluster spec SlurmClusterResolver builds)")
 
 
 def _check_logdir(logdir: str, run_id: str) -> None:

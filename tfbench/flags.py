@@ -59,6 +59,21 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("string", "device", "cpu (hides every GPU) or gpu."),
         ("boolean", "log_device_placement", "Log where every op runs."),
     )),
+    ("Launch", (
+        ("string", "launcher", "local: processes on this machine; slurm: srun steps in an allocation, or an sbatch "
+                               "job submitted and followed from outside one."),
+        ("integer", "slurm_nodes", "Slurm: nodes to spread the tasks over."),
+        ("string", "slurm_partition", "Slurm: partition (sbatch --partition); '': default."),
+        ("string", "slurm_time", "Slurm: time limit (sbatch --time), e.g. 10 or 00:10:00."),
+        ("string", "slurm_account", "Slurm: account to charge (sbatch --account)."),
+    )),
+    ("Network", (
+        ("string", "network", "local: every task on this machine over loopback; emulated: each host a network "
+                              "namespace, joined through a bridge by shaped links."),
+        ("string", "link_bandwidth", "emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a "
+                                     f"preset ({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped."),
+        ("float", "link_latency", "emulated: delay per direction in ms (needs sch_netem)."),
+    )),
     ("Performance", (
         ("string", "precision", "fp32, bf16 (CPUs with BF16 instructions, GPUs) or fp16 (GPUs, loss-scaled): "
                                 "Keras mixed precision, variables kept in fp32."),

@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from cluster import progress
+from cluster import progress, resolved_task
 from cluster.spec import ClusterPlan, TaskSpec
 from tfbench import records, startup
 from tfbench.config import RunConfig
@@ -22,6 +22,8 @@ DUMP_WEIGHTS_ENV = "TFBENCH_DUMP_WEIGHTS"  # path: save initial/final weights (a
 
 
 def resolve_task(plan: ClusterPlan, name: str) -> TaskSpec:
+    if name in resolved_task.RESOLVERS:  # the role comes from Slurm or TF_CONFIG at start-up
+        return resolved_task.resolve(plan, name)
     if name == "horovod":
         rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "-1")))
         return plan.horovod_rank(rank)
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     config = RunConfig.from_dict(run.read_json("config.json"))
     plan = ClusterPlan.from_dict(run.read_json("plan.json"))
     task = resolve_task(plan, args.task)
-    if args.task == "horovod":
+    if args.task == "horovod" or args.task in resolved_task.RESOLVERS:
         redirect_output(run.task_log(task.name))
     progress.write_progress(run.path, task.name, "starting", 0, config.total_steps)
     prepare_process(config, task)

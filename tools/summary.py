@@ -6,6 +6,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tools.aggregate import Comparison, Point, order_key, varying
+from tools.findings import findings
 
 # (config key, header) of the columns every results table has.
 STANDARD = (("strategy", "strategy"), ("scale", "workers"), ("num_ps", "ps"),
@@ -37,6 +38,9 @@ def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
     headline = _headline(points)
     if headline:
         lines.append(headline)
+    found = findings_section(points)
+    if found:
+        lines += ["", "## Findings", ""] + found
     lines += ["", DEFINITIONS, "", "## Results", ""]
     lines.append(results_table(points) if points else "No run finished ok.")
     for heading, pairs in comparisons:
@@ -49,6 +53,17 @@ def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
     if plots:
         lines += ["", "## Plots", ""] + [f"![{name}]({path})" for name, path in plots]
     return "\n".join(lines) + "\n"
+
+
+def findings_section(points: Sequence[Point]) -> List[str]:
+    """Generated sentences as bullets, under a bold panel title when there is more than one panel."""
+    panels = [(title, sentences) for title, sentences in findings(points) if sentences]
+    lines: List[str] = []
+    for title, sentences in panels:
+        if len(panels) > 1:
+            lines += ([""] if lines else []) + [f"**{title}**", ""]
+        lines += [f"- {s}" for s in sentences]
+    return lines
 
 
 def _counts(points: Sequence[Point], failures: Sequence[Failure], num_runs: int) -> str:

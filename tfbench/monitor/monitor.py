@@ -19,6 +19,7 @@ from tfbench.config import RunConfig
 from tfbench.monitor import netstat
 from tfbench.monitor.gpu import GpuSampler
 from tfbench.monitor.host import HostSampler, machine_cores
+from tfbench.monitor.host_links import HostLinks
 from tfbench.monitor.netstat import Counts, NetSource
 from tfbench.monitor.output import MonitorOutput
 from tfbench.monitor.series import HostSeries, TaskSeries, workers_mean
@@ -47,6 +48,9 @@ class Monitor:
         self._net: Optional[NetSource] = None
         self._gpu: Optional[GpuSampler] = None
         self._host_sampler: Optional[HostSampler] = None
+        self._links: Optional[HostLinks] = None
+        if config.network == "emulated":  # tasks' sockets live in other namespaces: count per host link
+            self._net_source_factory = lambda: None
         self._step = 0
         self._summary: Optional[dict] = None
         self._errors_logged = 0
@@ -68,6 +72,9 @@ class Monitor:
             self._host_sampler = HostSampler(time.time())
             self._net = self._create(self._net_source_factory, "per-task network")
             self._gpu = self._create(self._gpu_factory, "GPU")
+            self._links = self._create(lambda: HostLinks.from_run(self._run), "per-host link")
+            if self._links is not None:
+                self._guard(lambda: self._links.sample(time.time(), self._step, write_events=False))
             self._thread = threading.Thread(target=self._loop, name="tfbench-monitor", daemon=True)
             self._thread.start()
 
@@ -86,6 +93,8 @@ class Monitor:
             try:
                 if thread is not None and not thread.is_alive():
                     self._guard(self._refresh_traffic)
+                    if self._links is not None:
+                        self._guard(lambda: self._links.sample(time.time(), self._step, write_events=False))
                 self._summary = self._summarize()
             finally:
                 if locked:
@@ -116,6 +125,8 @@ class Monitor:
         records = [series.record(self._step, now, tree, net, gpu) for series, tree in sampled]
         host = self._host.record(self._step, now, self._host_sampler.sample(now), gpu)
         self._output.write(self._step, now, records, host)
+        if self._links is not None:
+            self._guard(lambda: self._links.sample(now, self._step))
         self._step += 1
 
     def _traffic(self, pids) -> Optional[Dict[int, Counts]]:
@@ -172,10 +183,11 @@ class Monitor:
             "tasks": tasks,
             "workers_mean": workers_mean([s for s in tasks.values() if s["role"] == "worker"]),
             "host": self._host.summary(),
+            **({"host_links": self._links.summary()} if self._links is not None else {}),
         }
 
     def _close(self) -> None:
-        for resource in (self._output, self._net, self._gpu):
+        for resource in (self._output, self._net, self._gpu, self._links):
             if resource is not None:
                 try:
                     resource.close()

@@ -35,6 +35,8 @@ def task_scalars(rec: dict) -> Dict[str, float]:
 def host_scalars(rec: dict) -> Dict[str, float]:
     values = {"host/cpu_percent": rec["cpu_percent"], "host/mem_used_mb": rec["mem_used_mb"]}
     for name, nic in rec["net"].items():
+        if not nic["tx_bytes"] and not nic["rx_bytes"]:
+            continue  # an interface that carried none of the run's traffic (yet)
         tag = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
         values[f"host/net_{tag}_tx_kbps"] = nic["tx_kbps"]
         values[f"host/net_{tag}_rx_kbps"] = nic["rx_kbps"]

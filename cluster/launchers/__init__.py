@@ -1,0 +1,1 @@
+"""Launchers, one module each behind cluster.launchers.base.Launcher; cluster.supervise runs them."""

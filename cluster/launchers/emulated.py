@@ -1,0 +1,97 @@
+"""The emulated launcher: each host of the plan a network namespace, joined by shaped links.
+
+setup() removes the namespaces of dead runs, claims a run key, builds the hosts, switch and
+links (cluster.links), gives the plan's hosts h0, h1, ... their addresses (TF_CONFIG follows),
+measures the rate the links really carry, and for Horovod starts Horovod's Gloo rendezvous
+inside the switch namespace (cluster.horovod_gloo). Every task then runs inside its host's
+namespace (cluster.netns_exec), so its gRPC servers are reachable from the run's namespaces
+only. cleanup() stops the rendezvous and removes every namespace of the run, and with them the
+bridge, the veth pairs and their shaping; the owner file lets the next start remove them if the
+launcher itself was killed.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from cluster import horovod_gloo, links, netns, netns_exec
+from cluster.launchers.base import Launcher, TaskCommand, Unit
+from cluster.spec import ClusterPlan, TaskSpec
+from cluster.topology import with_hosts
+from tfbench.config import RunConfig
+from tfbench.rundir import RunDir
+
+NETWORK_FILE = "network.json"
+MEASURE_S = 0.6
+
+
+class EmulatedLauncher(Launcher):
+    name = "emulated"
+
+    def __init__(self, run: RunDir, config: RunConfig, command_for: Optional[TaskCommand] = None):
+        super().__init__(run, command_for)
+        self.config = config
+        self.key: Optional[str] = None
+        self.net: Optional[links.Network] = None
+        self.rendezvous: Optional[horovod_gloo.Rendezvous] = None
+        self.facts: dict = {"network": self.name}
+
+    def setup(self, plan: ClusterPlan) -> ClusterPlan:
+        netns.cleanup_stale()
+        self.key = netns.run_key(self.run.path)
+        netns.claim(self.key, self.run.path)
+        names = list(dict.fromkeys(t.host for t in plan.tasks))
+        self.net = links.plan_network(self.key, len(names), self.config.link_rate_bps, self.config.link_latency)
+        links.build(self.net)
+        plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
+        self.facts["link"] = self._link_facts()
+        if plan.strategy == "horovod":
+            self.rendezvous = netns_exec.run_in(self.net.switch, lambda: horovod_gloo.start_rendezvous(plan))
+        self.run.write_json(NETWORK_FILE, {**self.facts["link"], **self.net.to_dict()})
+        self.run.write_json("plan.json", plan.to_dict())
+        return plan
+
+    def _link_facts(self) -> dict:
+        """What the run's links were asked for and what one TCP stream really got, both ways."""
+        h0 = self.net.hosts[0]
+        tx = links.measure(h0.netns, self.net.switch, self.net.bridge_address, MEASURE_S)
+        rx = links.measure(self.net.switch, h0.netns, h0.address, MEASURE_S)
+        rate = self.config.link_rate_bps
+        facts = {
+            "num_hosts": len(self.net.hosts),
+            "link_bandwidth": self.config.link_bandwidth or "unshaped",
+            "configured_bps": rate or None,
+            "shaped": self.net.shaped,
+            "delay_ms": self.config.link_latency,
+            "measured_tx_bps": tx,
+            "measured_rx_bps": rx,
+            "measured_with": f"one TCP stream for {MEASURE_S:g} s each way between h0 and the switch",
+        }
+        if rate and not self.net.shaped:
+            facts["note"] = (f"{rate / 1e9:g} Gbit/s is above tbf's 32-bit rate (34 Gbit/s): the links are "
+                             f"unshaped and bounded by the CPU (veth)")
+        elif not rate:
+            facts["note"] = "unshaped: the rate is what veth and the CPU carry"
+        return facts
+
+    def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:
+        host = self.net.host_of(spec.host)
+        return netns_exec.command(host.netns, command, hostname=host.address)
+
+    def units(self, plan: ClusterPlan) -> List[Unit]:
+        if plan.strategy != "horovod":
+            return super().units(plan)
+        envs = horovod_gloo.rank_envs(plan, self.net.bridge_address, self.rendezvous.port, links.HOST_IFACE)
+        return [self.task_unit(spec, envs[spec.horovod_rank]) for spec in plan.tasks]
+
+    def cleanup(self) -> None:
+        if self.rendezvous is not None:
+            self.rendezvous.stop()
+            self.rendezvous = None
+        if self.key is not None:
+            left = netns.remove_run(self.key)
+            if left:
+                raise RuntimeError(f"could not remove namespaces {left}; `python -m cluster.netns --cleanup` "
+                                   f"will once their processes are gone")
+
+    def record(self) -> dict:
+        return dict(self.facts)

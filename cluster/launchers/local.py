@@ -1,0 +1,88 @@
+"""The local launcher: every task a process of this machine, talking over loopback.
+
+Ports come from portpicker; one that something else holds is replaced before a start, and a
+task that fails to bind its port restarts the cluster with a fresh one (cluster.supervise
+decides when). Horovod plans run as one horovodrun process whose ranks report progress under
+the ranks' task names.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Dict, List, Optional, Sequence
+
+import portpicker
+
+from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, unit_env
+from cluster.ports import is_local, port_is_free
+from cluster.spec import ClusterPlan, TaskSpec
+from cluster.topology import with_new_ports
+from tfbench.rundir import RunDir
+
+GroupCommand = Callable[[ClusterPlan], List[str]]
+MAX_PORT_CHECKS = 3
+
+
+def default_group_command(run: RunDir) -> GroupCommand:
+    """horovodrun from the same environment as this Python, starting every rank's task."""
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    return lambda plan: [horovodrun, "--gloo", "-np", str(len(plan.workers)), "-H", plan.horovod_hosts,
+                         sys.executable, "-m", "tfbench.task", "--run_dir", run.path, "--task", "horovod"]
+
+
+class _FreshPorts:
+    """Free local ports that no task of the plan uses yet (a with_new_ports allocator)."""
+
+    def __init__(self, plan: ClusterPlan):
+        self._used = {t.port for t in plan.tasks if t.port}
+
+    def port_for(self, host: str) -> int:
+        while True:
+            port = portpicker.pick_unused_port()
+            if port not in self._used and port_is_free(port):
+                self._used.add(port)
+                return port
+
+
+class LocalLauncher(Launcher):
+    name = "local"
+
+    def __init__(self, run: RunDir, command_for: Optional[TaskCommand] = None,
+                 group_command: Optional[GroupCommand] = None):
+        super().__init__(run, command_for)
+        self.group_command = group_command or default_group_command(run)
+        self._ports: Optional[_FreshPorts] = None
+
+    def setup(self, plan: ClusterPlan) -> ClusterPlan:
+        self._ports = _FreshPorts(plan)
+        return plan
+
+    def port_task(self, spec: TaskSpec) -> Optional[TaskSpec]:
+        return spec if spec.port and is_local(spec.host) else None
+
+    def units(self, plan: ClusterPlan) -> List[Unit]:
+        if plan.strategy != "horovod":
+            return super().units(plan)
+        env: Dict[str, str] = {}
+        for spec in plan.tasks:
+            env.update(spec.full_env())
+        cores = tuple(sorted({c for spec in plan.tasks for c in spec.cores}))
+        return [Unit(HOROVOD_GROUP, tuple(self.group_command(plan)), unit_env(self.run, HOROVOD_GROUP, env, "horovod"),
+                     self.run.task_log(HOROVOD_GROUP), cores)]
+
+    def free_ports(self, plan: ClusterPlan, message: Callable[[str], None]) -> ClusterPlan:
+        """The plan with every local port that something else holds replaced (plan.json rewritten)."""
+        for _ in range(MAX_PORT_CHECKS):
+            taken = [t.name for t in plan.tasks if t.port and is_local(t.host) and not port_is_free(t.port)]
+            if not taken:
+                break
+            new = self.rebind(plan, taken)
+            for name in taken:
+                message(f"tfbench: port {plan.task(name).port} of {name} is taken; using {new.task(name).port}")
+            plan = new
+        return plan
+
+    def rebind(self, plan: ClusterPlan, names: Sequence[str]) -> ClusterPlan:
+        plan = with_new_ports(plan, names, self._ports or _FreshPorts(plan))
+        self.run.write_json("plan.json", plan.to_dict())
+        return plan

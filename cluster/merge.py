@@ -1,0 +1,69 @@
+"""`python -m cluster.merge --run_dir DIR`: the cluster record and table of a run whose tasks were
+started outside the local launcher (by hand from `python -m cluster.plan --run_dir`, or as Slurm
+steps).
+
+Every task appends its own record to DIR/results.jsonl; this computes the cluster record from
+them with the same function and the same fields as the local launcher, appends it once, writes
+the run's HParams and prints the table. Run it again and it prints the table it already wrote.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from tfbench import records, table
+from tfbench.config import RunConfig
+from tfbench.rundir import RunDir
+
+
+def existing(run: RunDir) -> Optional[dict]:
+    """The run's successful cluster record, if one was written."""
+    found = [r for r in records.read(run.results) if r.get("kind") == "cluster" and r.get("status") == "ok"]
+    return found[-1] if found else None
+
+
+def merge(run: RunDir, launcher: str, resources: Optional[dict] = None) -> dict:
+    """Appends the cluster record of the run's task records (ValueError when no task measured)."""
+    config = RunConfig.from_dict(run.read_json("config.json"))
+    task_records = [r for r in records.read(run.results) if r.get("kind") == "task"]
+    extra = {"config": config.to_dict(), "strategy": config.strategy, "num_workers": config.num_workers,
+             "num_ps": config.effective_num_ps, "launcher": launcher, "resources": resources or {}}
+    record = records.cluster_record(run.run_id, task_records, extra=extra)
+    records.append(run.results, record)
+    return record
+
+
+def render(run: RunDir, record: dict) -> str:
+    config = RunConfig.from_dict(run.read_json("config.json"))
+    tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
+    return table.render(config, record, tasks)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run_dir", required=True, help="the run directory the tasks wrote to")
+    args = parser.parse_args(argv)
+    run = RunDir(args.run_dir.rstrip("/"))
+    try:
+        run.read_json("config.json")
+    except OSError:
+        print(f"tfbench: error: {args.run_dir} is not a tfbench run directory (no config.json)", file=sys.stderr)
+        return 2
+    record = existing(run)
+    if record is None:
+        try:
+            record = merge(run, "manual")
+        except ValueError as e:
+            print(f"tfbench: error: nothing to merge in {run.results}: {e}", file=sys.stderr)
+            return 1
+        from tfbench.hparams import write_hparams
+
+        write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
+    print(render(run, record), flush=True)
+    print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

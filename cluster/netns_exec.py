@@ -1,0 +1,92 @@
+"""Entering an emulated host: `python -m cluster.netns_exec NAME [--hostname H] -- COMMAND...`.
+
+The process joins network namespace NAME (setns), with --hostname also a UTS namespace of its
+own whose hostname is H (the host's address: libraries that find their address by resolving
+the hostname, as Gloo does for Horovod's process sets, then find the host's and not
+127.0.0.1), and execs COMMAND, so the task keeps the pid, session
+and process group the launcher gave it, and sets PR_SET_PDEATHSIG itself after the exec as
+every task does. Only the standard library is used: this runs before every task of an emulated
+run. run_in() does the same for one thread of the calling process (setns is per thread), e.g.
+to open a listening socket inside a namespace.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from typing import Callable, TypeVar
+
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUTS = 0x04000000
+NETNS_DIR = "/run/netns"
+T = TypeVar("T")
+
+
+def enter(name: str) -> None:
+    """Moves the calling thread into namespace `name` (never creates one)."""
+    fd = os.open(os.path.join(NETNS_DIR, name), os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into {name}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def set_hostname(hostname: str) -> None:
+    """A UTS namespace of this process's own, named `hostname`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = hostname.encode()
+    if libc.unshare(CLONE_NEWUTS) != 0 or libc.sethostname(name, len(name)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"hostname {hostname}: {os.strerror(err)}")
+
+
+def run_in(name: str, fn: Callable[[], T], timeout: float = 30.0) -> T:
+    """fn() called in a fresh thread inside namespace `name`; its result or its exception."""
+    box: dict = {}
+
+    def target():
+        try:
+            enter(name)
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name=f"netns-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "error" in box:
+        raise box["error"]
+    if "value" not in box:
+        raise TimeoutError(f"no result from namespace {name} within {timeout:g} s")
+    return box["value"]
+
+
+def command(name: str, argv, hostname: str = "") -> list:
+    """The command that runs argv inside namespace `name` (and named `hostname`)."""
+    return [sys.executable, "-m", "cluster.netns_exec", name, *(["--hostname", hostname] if hostname else []),
+            "--", *argv]
+
+
+def main(argv) -> int:
+    hostname = ""
+    if len(argv) > 2 and argv[1] == "--hostname":
+        hostname, argv = argv[2], [argv[0], *argv[3:]]
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: python -m cluster.netns_exec NAME [--hostname H] -- COMMAND...", file=sys.stderr)
+        return 2
+    try:
+        enter(argv[0])
+        if hostname:
+            set_hostname(hostname)
+    except OSError as e:
+        print(f"tfbench: cannot enter emulated host {argv[0]}: {e}", file=sys.stderr, flush=True)
+        return 1
+    os.execvp(argv[2], argv[2:])
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

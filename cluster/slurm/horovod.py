@@ -1,0 +1,63 @@
+"""Horovod ranks as Slurm tasks, over Horovod's own Gloo rendezvous (no horovodrun, no ssh).
+
+The launcher starts the rendezvous server (cluster.horovod_gloo) where tfbench runs and passes
+its address to the tasks (TFBENCH_HOROVOD_RENDEZVOUS=addr:port). Ranks are laid out in blocks
+of equal size per node (srun --ntasks-per-node), so the host-alloc plan the server is given,
+node0:k,node1:k,..., is known before Slurm picks the nodes; each rank checks that its Slurm
+node and local index match its slot, then takes the environment horovodrun's gloo_run would
+give it: rank, sizes, local and cross ranks, the rendezvous, and the interface that reaches it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+
+import psutil
+
+from cluster import cores as cores_lib
+from cluster import horovod_gloo
+from cluster.spec import ClusterPlan, TaskSpec
+from tfbench.errors import ConfigError
+
+RENDEZVOUS_ENV = "TFBENCH_HOROVOD_RENDEZVOUS"
+
+
+def block_hosts(num_ranks: int, nodes: int) -> str:
+    """horovod_hosts for num_ranks ranks in equal blocks on nodes node0, node1, ..."""
+    per_node = num_ranks // nodes
+    return ",".join(f"node{i}:{per_node}" for i in range(nodes))
+
+
+def with_block_hosts(plan: ClusterPlan, nodes: int) -> ClusterPlan:
+    return dataclasses.replace(plan, horovod_hosts=block_hosts(len(plan.tasks), nodes))
+
+
+def rendezvous_address() -> str:
+    """An address of this host the compute nodes can reach (its name's address)."""
+    return socket.gethostbyname(socket.gethostname())
+
+
+def iface_towards(address: str) -> str:
+    """The network interface this node uses to reach `address` (for HOROVOD_GLOO_IFACE)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((address, 9))  # UDP connect sends nothing: it only picks the route
+        local = s.getsockname()[0]
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local for a in addrs):
+            return name
+    return "lo" if local.startswith("127.") else ""
+
+
+def rank_task(plan: ClusterPlan, cpus: int) -> TaskSpec:
+    """This Slurm task's Horovod rank, with the rank environment set in os.environ."""
+    rank, node, local = (int(os.environ[k]) for k in ("SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID"))
+    slot = horovod_gloo.host_alloc_plan(plan)[rank]
+    if (slot.hostname, slot.local_rank) != (f"node{node}", local):
+        raise ConfigError(f"Slurm placed rank {rank} as task {local} of node {node}, but the Horovod plan "
+                          f"({plan.horovod_hosts}) expects task {slot.local_rank} of {slot.hostname}")
+    address, _, port = os.environ[RENDEZVOUS_ENV].rpartition(":")
+    os.environ.update(horovod_gloo.rank_env(plan, rank, address, int(port), iface_towards(address)))
+    planned = plan.horovod_rank(rank)
+    intra, inter = cores_lib.thread_counts(range(max(1, cpus)), planned.intra_threads, planned.inter_threads)
+    return dataclasses.replace(planned, host=socket.gethostname(), cores=(), intra_threads=intra, inter_threads=inter)

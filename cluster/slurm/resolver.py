@@ -1,0 +1,61 @@
+"""SlurmClusterResolver for tfbench's tasks, including on CPU-only nodes.
+
+As shipped, SlurmClusterResolver needs GPUs to place tasks: without gpus_per_node it runs
+`nvidia-smi` (missing on CPU nodes), and with gpus_per_node=0 it rejects the configuration
+(tensorflow#56894); it also only lists as many tasks per node as it can give GPUs to. tfbench
+passes one pseudo-GPU per task (so every task is listed), never lets it set
+CUDA_VISIBLE_DEVICES (Slurm's own --gpus does that), and reports the node's real accelerator
+count. Jobs follow the plan: chief, ps and worker for parameter servers, workers otherwise; the
+resolver assigns Slurm ranks to them in sorted job order (chief, ps, worker).
+"""
+from __future__ import annotations
+
+import glob
+import os
+from typing import Dict
+
+from cluster.spec import ClusterPlan
+
+PORT_BASE_ENV = "TFBENCH_SLURM_PORT_BASE"
+DEFAULT_PORT_BASE = 8888
+
+
+def visible_gpus() -> int:
+    """GPUs this task may use: CUDA_VISIBLE_DEVICES when set, else the NVIDIA device nodes (0 on CPU nodes)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def jobs_of(plan: ClusterPlan) -> Dict[str, int]:
+    """Job name -> task count, as in the plan's cluster spec (the evaluator is not in it)."""
+    jobs: Dict[str, int] = {}
+    for task in plan.tasks:
+        if task.role != "evaluator":
+            jobs[task.role] = jobs.get(task.role, 0) + 1
+    return jobs
+
+
+def _resolver_class():
+    from tfbench.tf_import import tf
+
+    class CpuSlurmClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
+        """SlurmClusterResolver that neither calls nvidia-smi nor needs a GPU per task."""
+
+        def __init__(self, jobs, port_base):
+            num_tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 0)
+            super().__init__(jobs=jobs, port_base=port_base, gpus_per_node=max(1, num_tasks), gpus_per_task=1,
+                             auto_set_gpu=False)
+
+        def num_accelerators(self, task_type=None, task_id=None, config_proto=None):
+            del task_type, task_id, config_proto
+            return {"GPU": visible_gpus()}
+
+    return CpuSlurmClusterResolver
+
+
+def resolver(plan: ClusterPlan, port_base: int = 0):
+    """The resolver of the calling task, from the SLURM_* variables of its srun step."""
+    port_base = port_base or int(os.environ.get(PORT_BASE_ENV) or DEFAULT_PORT_BASE)
+    return _resolver_class()(jobs_of(plan), port_base)

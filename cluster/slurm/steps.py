@@ -1,0 +1,84 @@
+"""The srun commands of a run on Slurm, and what they need: nodes, tasks, cores, ports.
+
+One step runs every task (`python -m tfbench.task --task slurm`: each finds its role through
+SlurmClusterResolver), another one system monitor per node. Both steps are --overlap so that
+the monitor never holds back the tasks' CPUs. The tasks' ports start at TFBENCH_SLURM_PORT_BASE
+on every node (one more per task of the node), picked free on the node that starts the steps.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, List
+
+import portpicker
+
+from cluster.ports import port_is_free
+from cluster.slurm.resolver import PORT_BASE_ENV
+from cluster.spec import ClusterPlan
+from cluster.topology import make_plan
+from tfbench.config import RunConfig
+from tfbench.rundir import RunDir
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLACEHOLDER_HOST = "slurm-node"  # Slurm picks the nodes; tasks learn their address at start-up
+DONE_FILE = "slurm.done"  # written when the tasks' step is over: node monitors stop
+
+
+def plan_for(config: RunConfig) -> ClusterPlan:
+    """The run's tasks for hosts Slurm will choose: no cores pinned from here, no ports yet;
+    Horovod ranks in equal blocks per node (cluster.slurm.horovod)."""
+    plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,)))
+    if plan.strategy == "horovod":
+        from cluster.slurm.horovod import with_block_hosts
+
+        plan = with_block_hosts(plan, num_nodes(config, plan))
+    return plan
+
+
+def cpus_per_task(config: RunConfig) -> int:
+    return max(1, config.cores_per_worker) * max(1, config.effective_num_local_devices)
+
+
+def num_nodes(config: RunConfig, plan: ClusterPlan) -> int:
+    return min(config.slurm_nodes, len(plan.tasks))
+
+
+def tasks_per_node(config: RunConfig, plan: ClusterPlan) -> int:
+    """At most this many tasks share a node (Slurm's default block distribution)."""
+    return -(-len(plan.tasks) // num_nodes(config, plan))
+
+
+def pick_port_base(config: RunConfig, tasks_per_node: int) -> int:
+    """--base_port, or the first of tasks_per_node consecutive ports free on this node."""
+    if config.base_port:
+        return config.base_port
+    while True:
+        base = portpicker.pick_unused_port()
+        if base + tasks_per_node < 65536 and all(port_is_free(base + i) for i in range(tasks_per_node)):
+            return base
+
+
+def environment(run: RunDir, port_base: int) -> Dict[str, str]:
+    """What every step's processes need on top of the job's environment."""
+    env = dict(os.environ)
+    env.update({"PYTHONUNBUFFERED": "1", PORT_BASE_ENV: str(port_base),
+                "PYTHONPATH": os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)})
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def tasks_step(run: RunDir, config: RunConfig, plan: ClusterPlan) -> List[str]:
+    """All tasks in one step; a task that fails ends the step (--kill-on-bad-exit)."""
+    blocks = [f"--ntasks-per-node={tasks_per_node(config, plan)}"] if plan.strategy == "horovod" else []
+    return ["srun", f"--ntasks={len(plan.tasks)}", f"--nodes={num_nodes(config, plan)}", *blocks,
+            f"--cpus-per-task={cpus_per_task(config)}", "--kill-on-bad-exit=1", "--overlap",
+            "--job-name=tfbench-tasks", sys.executable, "-m", "tfbench.task", "--run_dir", run.path,
+            "--task", "slurm"]
+
+
+def monitor_step(run: RunDir, config: RunConfig, plan: ClusterPlan) -> List[str]:
+    nodes = num_nodes(config, plan)
+    return ["srun", f"--ntasks={nodes}", f"--nodes={nodes}", "--ntasks-per-node=1", "--cpus-per-task=1",
+            "--overlap", "--job-name=tfbench-monitor", sys.executable, "-m", "cluster.slurm.node_monitor",
+            "--run_dir", run.path]

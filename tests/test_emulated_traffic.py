@@ -1,0 +1,50 @@
+"""Bytes per global step on each emulated host's link against DESIGN.md's reference points, on
+a model whose parameter size |w| is known: the tiny CNN with 25,000 classes has
+3·3·3·8+8 + 8·25000+25000 = 225,224 parameters, |w| = 900,896 bytes fp32.
+
+Two workers on a 100 Mbit/s link (so that traffic, steady at the link rate, dominates and the
+0.1 s counter samples interpolate the window's edges well):
+  one separate ps: the ps host sends and receives N·|w| per global step, each worker ≈ |w|;
+  ring all-reduce (MWMS, Horovod): each host sends ≈ 2(N−1)/N·|w| = |w|.
+Interface counters include TCP/IP and gRPC framing, so ±15%."""
+import os
+
+import pytest
+
+from tfrun import cluster_record, run_tiny
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
+
+CLASSES = 25000
+W_BYTES = (3 * 3 * 3 * 8 + 8 + 8 * CLASSES + CLASSES) * 4
+N = 2
+TRAFFIC = [f"--num_classes={CLASSES}", "--num_steps=10", "--monitor_interval=0.1", "--network=emulated",
+           "--link_bandwidth=100mbit", f"--num_workers={N}"]
+
+
+def per_step(logdir, run_id, *args):
+    _, run = run_tiny(logdir, run_id, *TRAFFIC, *args)
+    record = cluster_record(run)
+    assert record["link"]["measured_tx_bps"] == pytest.approx(10 ** 8, rel=0.10)
+    traffic = record["link_traffic"]
+    assert all(t["samples_in_window"] >= 3 for t in traffic.values()), traffic
+    return {host: (t["tx_bytes_per_step"] / W_BYTES, t["rx_bytes_per_step"] / W_BYTES) for host, t in traffic.items()}
+
+
+def test_parameter_server_host_moves_n_times_w_per_step(logdir):
+    hosts = per_step(logdir, "ps", "--strategy=parameter_server", "--ps_placement=separate")
+    print({h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()})
+    assert sorted(hosts) == ["h0", "h1", "h2"]  # two worker hosts, the ps host
+    assert hosts["h2"] == pytest.approx((N, N), rel=0.15)
+    for worker in ("h0", "h1"):
+        assert hosts[worker] == pytest.approx((1, 1), rel=0.15)
+
+
+@pytest.mark.parametrize("strategy", ["multi_worker_mirrored", "horovod"])
+def test_ring_all_reduce_moves_2_n_minus_1_over_n_w_per_host(logdir, strategy):
+    hosts = per_step(logdir, strategy, f"--strategy={strategy}")
+    print(strategy, {h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()})
+    assert sorted(hosts) == ["h0", "h1"]
+    ring = 2 * (N - 1) / N
+    for host in hosts.values():
+        assert host == pytest.approx((ring, ring), rel=0.15)

@@ -1,0 +1,189 @@
+"""tfbench on a real Slurm: a private slurmctld + slurmd + munged on this machine (tests/slurm_cluster.py),
+runs submitted through sbatch by `python -m tfbench --launcher=slurm`, their records, a run
+cancelled mid-way, and at the end an empty queue and every daemon stopped.
+Skipped (with the reason) where Slurm cannot be installed or started (not root)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, TINY, processes_mentioning, run_cli
+from tfrun import cluster_record, records, task_records
+
+pytestmark = pytest.mark.slow
+HOST = socket.gethostname()
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """munged (as the munge user) must reach its directory: not under pytest's private tmp."""
+    import shutil
+    import tempfile
+
+    import slurm_cluster
+
+    reason = slurm_cluster.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    directory = tempfile.mkdtemp(prefix="tfbench-slurm-")
+    cluster = slurm_cluster.LocalSlurm(directory)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        left = cluster.stop()
+        if not left:
+            shutil.rmtree(directory, ignore_errors=True)
+    assert not left, f"Slurm daemons still running: {left} (logs in {directory}/log)"
+
+
+def run_slurm(slurm, logdir, run_id, *args, timeout=240):
+    proc = run_cli(*TINY, f"--logdir={logdir}", f"--run_id={run_id}", "--launcher=slurm", "--stall_timeout=120",
+                   *args, env=slurm.env, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout, os.path.join(logdir, run_id)
+
+
+def node_summary(cluster):
+    (summary,) = cluster["resources"]["nodes"].values()
+    return summary
+
+
+def test_multi_worker_mirrored_two_workers(slurm, logdir):
+    out, run = run_slurm(slurm, logdir, "mwms", "--strategy=multi_worker_mirrored", "--num_workers=2")
+    with open(os.path.join(run, "slurm.sbatch")) as f:
+        script = f.read()
+    assert "#SBATCH --ntasks=2" in script and "#SBATCH --nodes=1" in script and "#SBATCH --cpus-per-task=1" in script
+    tasks = task_records(run)
+    assert sorted(tasks) == ["worker_0", "worker_1"]
+    assert all(t["host"] == HOST and t["num_measured_steps"] == 3 and t["replicas"] == 2 for t in tasks.values())
+    assert len({t["pid"] for t in tasks.values()}) == 2
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["launcher"] == "slurm" and cluster["images"] == 2 * 4 * 3
+    assert cluster["images_per_sec"] == pytest.approx(24 / cluster["window_s"])
+    monitored = node_summary(cluster)
+    assert set(monitored["tasks"]) == {"worker_0", "worker_1"} and monitored["samples"] >= 1
+    assert list(cluster["resources"]["nodes"]) == [HOST]
+    assert os.path.isdir(os.path.join(run, "tb", f"host_{HOST}"))
+    assert "worker_1" in out and "cluster images/sec" in out
+    with open(os.path.join(run, "tasks", "slurm-job.log")) as f:
+        assert f"submitted Slurm job {cluster['slurm_job_id']}" in f.read()
+    assert cluster["slurm_job_state"] == "COMPLETED"
+    assert slurm.jobs() == []
+
+
+def test_parameter_server_inside_an_allocation(slurm, logdir, tmp_path):
+    """The user's own sbatch script (README) runs tfbench inside the allocation: srun steps."""
+    job = tmp_path / "ps.sbatch"
+    job.write_text("\n".join([
+        "#!/bin/bash", "#SBATCH --nodes=1", "#SBATCH --ntasks=4", "#SBATCH --cpus-per-task=1",
+        f"#SBATCH --output={tmp_path}/ps-%j.out",
+        f"cd {ROOT} && {sys.executable} -m tfbench {' '.join(TINY)} --launcher=slurm --strategy=parameter_server "
+        f"--num_workers=2 --num_ps=1 --logdir={logdir} --run_id=ps --stall_timeout=120", ""]))
+    proc = subprocess.run(["sbatch", "--wait", str(job)], env=slurm.env, capture_output=True, text=True, timeout=240)
+    (output,) = tmp_path.glob("ps-*.out")
+    out = output.read_text()
+    assert proc.returncode == 0, out[-3000:] + proc.stderr
+    run = os.path.join(logdir, "ps")
+    assert not os.path.exists(os.path.join(run, "slurm.sbatch"))  # no job of its own: steps of this one
+    tasks = task_records(run)
+    assert sorted(tasks) == ["chief_0", "worker_0", "worker_1"]
+    assert all(t["host"] == HOST for t in tasks.values())
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["num_ps"] == 1 and cluster["num_tasks"] == 2
+    assert cluster["launcher"] == "slurm" and cluster["slurm_job_id"] in output.name
+    assert set(node_summary(cluster)["tasks"]) == {"chief_0", "worker_0", "worker_1", "ps_0"}
+    assert "ps=1" in out and slurm.jobs() == []
+
+
+def test_cancelled_mid_run_keeps_what_was_written(slurm, logdir):
+    run = os.path.join(logdir, "cancel")
+    command = [sys.executable, "-m", "tfbench", *TINY, "--num_steps=200000", "--display_every=100000",
+               f"--logdir={logdir}", "--run_id=cancel", "--launcher=slurm", "--strategy=multi_worker_mirrored",
+               "--num_workers=2"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        progress = os.path.join(run, "tasks", "worker_0.progress")
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            if os.path.exists(progress) and json.load(open(progress))["phase"] == "measure":
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.3)
+        else:
+            pytest.fail("worker_0 never reached its measured steps")
+        assert slurm.jobs(), "the job should be running"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    assert "interrupted by SIGINT" in err + out
+    assert slurm.jobs() == []
+    (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
+    assert cluster["status"] == "failed" and "SIGINT" in cluster["reason"]
+    assert cluster["slurm_job_state"] == "CANCELLED"
+    with open(os.path.join(run, "tasks", "slurm-job.log")) as f:
+        assert f"cancelling Slurm job {cluster['slurm_job_id']}" in f.read()
+    assert os.path.getsize(os.path.join(run, "tasks", "worker_0.log")) > 0
+    assert json.load(open(progress))["phase"] == "measure"  # the task's last progress is kept
+    end = time.monotonic() + 30
+    while processes_mentioning(run) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert not processes_mentioning(run)
+
+
+def test_failed_task_ends_the_job_and_names_the_task(slurm, logdir):
+    """worker_0 fails after its measured steps (it cannot save weights to a missing directory)."""
+    run = os.path.join(logdir, "fails")
+    proc = run_cli(*TINY, f"--logdir={logdir}", "--run_id=fails", "--launcher=slurm", "--strategy=multi_worker_mirrored",
+                   "--num_workers=2", env=dict(slurm.env, TFBENCH_DUMP_WEIGHTS="/nonexistent/dir/w.npz"), timeout=240)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
+    assert cluster["status"] == "failed" and cluster["failed_task"] == "worker_0"
+    assert "slurm-job exited with code 1 before worker_0 was done" in cluster["reason"]
+    assert cluster["slurm_job_state"] == "FAILED"
+    assert "worker_0 failed: FileNotFoundError" in open(os.path.join(run, "tasks", "worker_0.log")).read()
+    assert "run failed" in proc.stderr + proc.stdout and slurm.jobs() == []
+
+
+def test_deadline_ends_the_job(slurm, logdir):
+    run = os.path.join(logdir, "deadline")
+    proc = run_cli(*TINY, "--num_steps=200000", "--display_every=100000", f"--logdir={logdir}", "--run_id=deadline",
+                   "--launcher=slurm", "--strategy=multi_worker_mirrored", "--num_workers=2", "--deadline=15",
+                   env=slurm.env, timeout=240)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
+    assert cluster["status"] == "failed" and "deadline of 15 s reached" in cluster["reason"]
+    assert slurm.jobs() == [] and not processes_mentioning(run)
+
+
+def test_horovod_ranks_as_slurm_tasks(slurm, logdir):
+    """Two Horovod ranks started by Slurm meet at Horovod's Gloo rendezvous (no horovodrun, no ssh)."""
+    import importlib.util
+
+    if importlib.util.find_spec("horovod") is None:
+        pytest.skip("Horovod is not installed (make horovod)")
+    out, run = run_slurm(slurm, logdir, "hvd", "--strategy=horovod", "--num_workers=2")
+    tasks = task_records(run)
+    assert sorted(tasks) == ["worker_0", "worker_1"]
+    assert sorted(t["horovod_rank"] for t in tasks.values()) == [0, 1]
+    assert all(t["replicas"] == 2 and t["host"] == HOST for t in tasks.values())
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["images"] == 24 and cluster["slurm_job_state"] == "COMPLETED"
+    with open(os.path.join(run, "slurm.sbatch")) as f:
+        script = f.read()
+    assert "--ntasks-per-node=2" in script and "TFBENCH_HOROVOD_RENDEZVOUS=" in script
+    assert not os.path.exists(os.path.join(run, "tasks", "horovodrun.log"))
+
+
+def test_zz_queue_empty_and_every_daemon_stops(slurm):
+    assert slurm.jobs() == []
+    assert slurm.stop() == []
+    assert all(p.poll() is not None for p in slurm.daemons.values())

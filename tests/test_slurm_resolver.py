@@ -1,0 +1,83 @@
+"""tfbench's SlurmClusterResolver wrapper, with SLURM_* variables set as srun sets them: every
+rank gets the right chief/ps/worker role and the same cluster spec on CPU-only nodes, where the
+resolver as shipped fails; and the TaskSpec the task entry builds from it."""
+import shutil
+
+import pytest
+
+from cluster import resolved_task
+from cluster.slurm import resolver as slurm_resolver
+from cluster.topology import make_plan
+from tfbench.config import RunConfig
+
+PS = make_plan(RunConfig(strategy="parameter_server", num_workers=2, num_ps=1, hosts=("slurm-node",)))
+MWMS = make_plan(RunConfig(strategy="multi_worker_mirrored", num_workers=2, hosts=("slurm-node",)))
+
+
+def srun_env(monkeypatch, rank, nodelist="n[1-2]", tasks_per_node="2(x2)", num_tasks=4, cpus=None):
+    for key, value in {"SLURM_PROCID": rank, "SLURM_STEP_NODELIST": nodelist, "SLURM_NODELIST": nodelist,
+                       "SLURM_STEP_TASKS_PER_NODE": tasks_per_node, "SLURM_STEP_NUM_TASKS": num_tasks,
+                       "SLURM_NTASKS": num_tasks, "SLURM_STEP_NUM_NODES": nodelist.count("-") + 1}.items():
+        monkeypatch.setenv(key, str(value))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    if cpus:
+        monkeypatch.setenv("SLURM_CPUS_PER_TASK", str(cpus))
+
+
+def test_shipped_resolver_fails_on_cpu_only_nodes(monkeypatch):
+    from tfbench.tf_import import tf
+
+    srun_env(monkeypatch, 0)
+    if shutil.which("nvidia-smi") is None:
+        with pytest.raises(Exception):
+            tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={"worker": 4})
+    with pytest.raises(ValueError):
+        tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={"worker": 4}, gpus_per_node=0).cluster_spec()
+
+
+def test_parameter_server_roles_across_two_nodes(monkeypatch):
+    seen = {}
+    for rank in range(4):
+        srun_env(monkeypatch, rank)
+        r = slurm_resolver.resolver(PS, port_base=9000)
+        spec = r.cluster_spec().as_dict()
+        seen[rank] = (r.task_type, r.task_id)
+        assert spec == {"chief": ["n1:9000"], "ps": ["n1:9001"], "worker": ["n2:9000", "n2:9001"]}
+        assert r.num_accelerators() == {"GPU": 0}
+        assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ  # never set by the resolver
+    assert seen == {0: ("chief", 0), 1: ("ps", 0), 2: ("worker", 0), 3: ("worker", 1)}
+
+
+def test_uneven_tasks_per_node_and_port_from_environment(monkeypatch):
+    monkeypatch.setenv(slurm_resolver.PORT_BASE_ENV, "7100")
+    srun_env(monkeypatch, 3, nodelist="a1,b7", tasks_per_node="3,1")
+    r = slurm_resolver.resolver(PS)
+    assert r.cluster_spec().as_dict() == {"chief": ["a1:7100"], "ps": ["a1:7101"], "worker": ["a1:7102", "b7:7100"]}
+    assert (r.task_type, r.task_id) == ("worker", 1)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert slurm_resolver.visible_gpus() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert slurm_resolver.visible_gpus() == 0
+
+
+@pytest.mark.parametrize("plan", [PS, MWMS], ids=["ps", "mwms"])
+def test_task_spec_from_the_resolver(monkeypatch, plan):
+    """What tfbench.task runs as under srun: the plan's task for the rank, with the resolver's TF_CONFIG."""
+    n = len(plan.tasks)
+    names = []
+    for rank in range(n):
+        srun_env(monkeypatch, rank, nodelist="node1", tasks_per_node=str(n), num_tasks=n, cpus=2)
+        monkeypatch.setenv(slurm_resolver.PORT_BASE_ENV, "9500")
+        task = resolved_task.resolve(plan, "slurm")
+        names.append(task.name)
+        planned = plan.task(task.name)
+        assert task.host == "node1" and 9500 <= task.port < 9500 + n
+        assert task.tf_config["task"] == {"type": task.role, "index": task.index}
+        assert task.tf_config["cluster"][task.role][task.index] == f"node1:{task.port}"
+        assert (task.service, task.measures) == (planned.service, planned.measures)
+        assert task.cores == () and task.intra_threads == 2
+        assert task.inter_threads >= (2 if planned.service else 1)
+    assert sorted(names) == sorted(t.name for t in plan.tasks)
