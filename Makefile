@@ -40,9 +40,12 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m "not slow" tests
 
+# Side by side: tfbench vs a minimal loop, bf16 vs fp32, fraction of the GEMM peak, 2 vs 1
+# one-core workers (MWMS, Horovod); then the monitor's cost. About 10 minutes on 2 cores.
 bench: setup
-	$(PY) -m tools.bench_overhead --against=minimal
-	$(PY) -m tools.bench_overhead --against=monitor_off
+	$(PY) -m tools.peak
+	$(PY) -m tools.bench --repeats=2
+	$(PY) -m tools.bench_overhead --against=monitor_off --repeats=2
 
 sweep: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/default.yaml

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Callable, Dict, List, Optional
 
 from strategies import placement
-from tfbench import benchmark, steps
+from tfbench import benchmark, precision, startup, steps
 from tfbench.benchmark import StepTiming
 
 
@@ -73,12 +73,14 @@ class StrategyAdapter(abc.ABC):
         from tfbench.tf_import import keras
 
         keras.utils.set_random_seed(self.config.seed)
+        precision.apply_policy(self.config.precision)  # --precision: before any layer exists
         with self.scope():
             self.model = self._model_spec().build(self.config.num_classes, self.config.image_size,
                                                   self.config.data_format)
-            self.optimizer = steps.optimizer(self.config)
+            self.optimizer = precision.wrap_optimizer(steps.optimizer(self.config), self.config.precision)
             if self.config.mode == "train":
                 self.optimizer.build(self.model.trainable_variables)
+        startup.mark("model_built")
 
     def _model_spec(self):
         from tfbench.models import MODELS
@@ -102,6 +104,7 @@ class StrategyAdapter(abc.ABC):
             "global_batch_size": self.global_batch_size,
             "model": self.config.model,
             "mode": self.config.mode,
+            "precision": self.config.precision,
         }
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from absl import app, flags
 
 from tfbench import config as config_lib
 from tfbench import flags as tfbench_flags
-from tfbench import records, usage
+from tfbench import records, startup, usage
 from tfbench.errors import ConfigError
 
 FLAGS = flags.FLAGS
@@ -80,6 +81,7 @@ def check_namespaces(config) -> None:
 
 
 def main(argv) -> int:
+    os.environ.setdefault(startup.LAUNCHED_ENV, repr(time.time()))  # tasks' start-up starts here
     if len(argv) > 1:
         fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
     from cluster.topology import make_plan

@@ -123,6 +123,8 @@ class RunConfig:
     network: str = "local"
     link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
     link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
+    # Performance.
+    precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -259,6 +261,14 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
 
     if not by_hand:
         _check_launch(c)
+
+    # Performance: a precision the compute device cannot run is refused (tfbench.precision).
+    from tfbench import precision as precision_lib
+
+    on_gpu = c.device == "gpu" and c.precision != "fp32" and (
+        gpu_count if gpu_count is not None else count_gpus()) > 0
+    precision_lib.check(c.precision, on_gpu)
+
     _check_logdir(c.logdir, c.run_id)
     return c
 

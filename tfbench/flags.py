@@ -74,6 +74,10 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
                                      f"preset ({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped."),
         ("float", "link_latency", "emulated: delay per direction in ms (needs sch_netem)."),
     )),
+    ("Performance", (
+        ("string", "precision", "fp32, bf16 (CPUs with BF16 instructions, GPUs) or fp16 (GPUs, loss-scaled): "
+                                "Keras mixed precision, variables kept in fp32."),
+    )),
     ("Run control and output", (
         ("string", "logdir", "Directory holding one sub-directory per run."),
         ("string", "run_id", "Name of this run's directory; default: time, model, strategy."),

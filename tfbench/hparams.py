@@ -35,6 +35,8 @@ def hparams_of(config: RunConfig) -> Dict[str, object]:
         "model": config.model,
         "image_size": config.image_size,
         "ps_sync": config.ps_sync,
+        "precision": config.precision,
+        "xla": config.xla,
     }
 
 

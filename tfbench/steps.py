@@ -6,10 +6,12 @@ gradients gives the gradient of the mean loss over the global batch.
 """
 from __future__ import annotations
 
+from tfbench import precision
 from tfbench.tf_import import keras, tf
 
 
 def per_example_loss(labels, logits):
+    logits = tf.cast(logits, tf.float32)  # mixed precision: the loss is computed in fp32
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
@@ -18,17 +20,19 @@ def scaled_loss(model, images, labels, global_batch_size: int):
     return tf.nn.compute_average_loss(per_example_loss(labels, logits), global_batch_size=global_batch_size)
 
 
-def gradients(model, images, labels, global_batch_size: int, tape_wrapper=None):
-    """(loss, gradients of the trainable variables); `tape_wrapper` lets Horovod wrap the tape."""
+def gradients(model, images, labels, global_batch_size: int, tape_wrapper=None, optimizer=None):
+    """(loss, gradients of the trainable variables); `tape_wrapper` lets Horovod wrap the tape.
+    An fp16 loss-scaling `optimizer` gets its loss scaled and its gradients unscaled here."""
     with tf.GradientTape() as tape:
         loss = scaled_loss(model, images, labels, global_batch_size)
+        differentiated = precision.scale_loss(optimizer, loss)
     if tape_wrapper is not None:
         tape = tape_wrapper(tape)
-    return loss, tape.gradient(loss, model.trainable_variables)
+    return loss, precision.unscale_gradients(optimizer, tape.gradient(differentiated, model.trainable_variables))
 
 
 def train(model, optimizer, images, labels, global_batch_size: int, tape_wrapper=None):
-    loss, grads = gradients(model, images, labels, global_batch_size, tape_wrapper)
+    loss, grads = gradients(model, images, labels, global_batch_size, tape_wrapper, optimizer)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 

@@ -30,9 +30,21 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     lines.append(_row("cluster", cluster["images_per_sec"], cluster["stats"]))
     lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
                  f" = {cluster['images_per_sec']:.1f}")
+    lines += performance_lines(config, cluster, tasks)
     if any(t.get("counts_toward_cluster") is False for t in tasks):
         lines.append("* coordinator/evaluator view; not counted in the cluster rate")
     fell_back = [f"{t['role']}_{t['index']}" for t in tasks if (t.get("placement") or {}).get("fallback_to_cpu")]
     if fell_back:
         lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")
     return "\n".join(lines)
+
+
+def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:
+    """Achieved FLOP/s against the peak, and the slowest task's start-up by phase."""
+    from tfbench import flops, startup
+
+    lines = [flops.render(flops.cluster_summary(cluster, tasks), config.mode)]
+    started = [t["startup"] for t in tasks if t.get("startup")]
+    if started:
+        lines.append(startup.render(max(started, key=lambda s: s["total_s"])) + " (slowest task)")
+    return lines

@@ -13,7 +13,7 @@ import traceback
 
 from cluster import progress, resolved_task
 from cluster.spec import ClusterPlan, TaskSpec
-from tfbench import records
+from tfbench import records, startup
 from tfbench.config import RunConfig
 from tfbench.errors import ConfigError
 from tfbench.rundir import RunDir
@@ -97,6 +97,8 @@ def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) 
 
     from tfbench.tf_import import tf  # noqa: F401  (after the environment is prepared)
 
+    startup.mark("tf_imported")
+
     local_devices = config.effective_num_local_devices
     placement.configure_runtime(config, task.intra_threads, task.inter_threads, local_devices)
 
@@ -118,10 +120,12 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     from tfbench.benchmark import Profiler, Reporter
 
     adapter = strategies.create(config, task, plan)
+    startup.mark("strategy_ready")
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
                         images_per_step=config.batch_size * adapter.local_replicas
                         if task.role != "chief" else config.batch_size * adapter.replicas)
+    startup.watch(reporter, config.num_warmup_steps)
     profiler = Profiler(config.profile_steps, run.task_tb(task.name)) if config.profile_steps else None
     try:
         measurements = adapter.run(reporter, profiler)
@@ -133,6 +137,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
         extra = dict(m.extra, pid=os.getpid(), cores=list(task.cores), host=task.host,
                      intra_threads=task.intra_threads, inter_threads=task.inter_threads,
                      num_warmup_steps=config.num_warmup_steps)
+        extra.update(performance_fields(run, config, plan, task, m))
         if task.role == "evaluator":
             extra["counts_toward_cluster"] = False
         records.append(run.results, records.task_record(
@@ -141,6 +146,20 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
             step_start_wall=[t.start_wall for t in m.timings], extra=extra))
     dump_weights(adapter, task)
     progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
+
+
+def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec, m) -> dict:
+    """Start-up phases of this process, and the FLOP/s measured against the peak of the cores
+    that did the work (a parameter-server worker's own cores, not the coordinator's)."""
+    from tfbench import flops
+
+    cores = task.cores
+    if m.role == "worker" and task.role == "chief":
+        cores = next((t.cores for t in plan.tasks if t.role == "worker" and t.index == m.index), cores)
+    peak = run.read_json("environment.json").get("peak") if os.path.exists(run.file("environment.json")) else None
+    return {"startup": startup.summary(),
+            "flops": flops.task_fields(config, m.images_per_step, [t.duration_s for t in m.timings],
+                                       len(cores) or os.cpu_count(), peak)}
 
 
 def dump_weights(adapter, task: TaskSpec) -> None:

@@ -16,7 +16,7 @@ from tfbench.errors import ConfigError
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
-        "ps_sync", "batch_size", "placement", "device", "network", "link_bandwidth")
+        "ps_sync", "batch_size", "placement", "device", "network", "link_bandwidth", "precision", "xla")
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False}
 _SWEEP_OWNED = ("logdir", "run_id")
 _DEFAULTS = config_lib.RunConfig()
@@ -131,6 +131,9 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
               values["model"], f"{values['image_size']}px"]
     if values["network"] == "emulated":
         parts.append(f"emu-{values['link_bandwidth'] or 'unshaped'}")
+    # Performance axes appear only off their defaults, so ids of sweeps without them stay stable.
+    parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
+    parts += ["xla"] if values.get("xla") else []
     parts.append(f"r{repeat}")
     return "-".join(str(p) for p in parts)
 

@@ -1,0 +1,176 @@
+"""FLOPs per image of every model, counted from the model's own graph, and the FLOP/s a run
+achieved against the machine's measured peak (tfbench.peaks).
+
+The model is built in a graph of its own (never the run's strategy or variables) and called at
+batch 1; TensorFlow's profiler sums the registered flop statistics of its ops (tf.compat.v1.profiler
+float_ops: convolutions, matrix products and their gradients count 2 FLOPs per multiply-add;
+element-wise ops that have statistics count too; batch norm and ReLU have none), over the ops
+the outputs need, as TensorFlow prunes a graph before running it. forward is
+model(x, training=False); train is forward + loss + gradients of every trainable variable, per
+image; the SGD update adds 2 FLOPs per parameter per step. Counts are cached per model, image
+size, classes, layout and TensorFlow version, so only a machine's first run pays for the count.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Optional
+
+from tfbench import peaks
+
+CACHE_ENV = "TFBENCH_FLOPS_CACHE"  # overrides the cache file (tests)
+
+
+def cache_path() -> str:
+    return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "flops.json")
+
+
+def _key(model: str, image_size: int, num_classes: int, data_format: str) -> str:
+    return f"{model}|{image_size}px|{num_classes} classes|{data_format}|tf {peaks.tf_version()}"
+
+
+def graph_flops(graph, outputs=()) -> int:
+    """Sum of the registered flop statistics of the ops `outputs` depend on (all ops when none
+    are given; shapes must be known). Pruning to the outputs is what TensorFlow does before it
+    runs a graph: e.g. the unused gradient into the input images is not computed."""
+    from tfbench.tf_import import tf
+
+    if outputs:
+        needed = tf.compat.v1.graph_util.extract_sub_graph(graph.as_graph_def(), [t.op.name for t in outputs])
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.compat.v1.import_graph_def(needed, name="")
+    builder = tf.compat.v1.profiler.ProfileOptionBuilder
+    options = builder(builder.float_operation()).with_empty_output().build()
+    return int(tf.compat.v1.profiler.profile(graph, options=options).total_float_ops)
+
+
+def count_model(build, input_shape) -> Dict[str, int]:
+    """{'forward', 'train', 'params'}: FLOPs of one image through `build()`'s model; `input_shape`
+    is one image's shape (e.g. (224, 224, 3))."""
+    from tfbench.tf_import import keras, tf
+
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        counts = {}
+        for mode in ("forward", "train"):
+            graph = tf.Graph()
+            with graph.as_default():
+                model = build()
+                images = tf.compat.v1.placeholder(tf.float32, (1, *input_shape))
+                if mode == "forward":
+                    outputs = [model(images, training=False)]
+                else:
+                    labels = tf.compat.v1.placeholder(tf.int32, (1,))
+                    logits = tf.cast(model(images, training=True), tf.float32)
+                    loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+                        labels, logits, from_logits=True))
+                    outputs = [g for g in tf.gradients(loss, model.trainable_variables) if g is not None]
+                    counts["params"] = int(sum(v.shape.num_elements() for v in model.trainable_variables))
+                counts[mode] = graph_flops(graph, outputs)
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+    return counts
+
+
+def _read_cache() -> dict:
+    try:
+        with open(cache_path(), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(key: str, value: dict) -> None:
+    path = cache_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = _read_cache()
+    data[key] = value
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def per_image(model: str, image_size: int, num_classes: int, data_format: str = "NHWC") -> Dict[str, int]:
+    """{'forward', 'train', 'params'} for a registered model, from the cache or counted now."""
+    key = _key(model, image_size, num_classes, data_format)
+    cached = _read_cache().get(key)
+    if cached:
+        return cached
+    from tfbench.models import MODELS
+    from tfbench.models.layout import input_shape
+
+    spec = MODELS[model]
+    counts = count_model(lambda: spec.build(num_classes, image_size, data_format),
+                         input_shape(image_size, data_format))
+    _write_cache(key, counts)
+    return counts
+
+
+def step_flops(counts: Dict[str, int], mode: str, images_per_step: int) -> int:
+    """FLOPs of one step processing `images_per_step` images (train adds the SGD update)."""
+    if mode == "train":
+        return counts["train"] * images_per_step + 2 * counts["params"]
+    return counts["forward"] * images_per_step
+
+
+def achieved(counts: Dict[str, int], mode: str, images_per_step: int, images_per_sec: float,
+             peak_flops_per_s: Optional[float]) -> Dict:
+    """What a task record carries: FLOPs per image and step, achieved FLOP/s, fraction of peak."""
+    per_step = step_flops(counts, mode, images_per_step)
+    rate = per_step * images_per_sec / images_per_step if images_per_step else float("nan")
+    out = {"forward_per_image": counts["forward"], "train_per_image": counts["train"],
+           "per_step": per_step, "achieved_flops_per_s": rate}
+    if peak_flops_per_s:
+        out["peak_flops_per_s"] = peak_flops_per_s
+        out["fraction_of_peak"] = rate / peak_flops_per_s
+    else:
+        out["fraction_of_peak"] = None
+        out["peak_note"] = peaks.UNKNOWN
+    return out
+
+
+def task_fields(config, images_per_step: int, step_times_s, cores: int, peak: Optional[dict]) -> Dict:
+    """The task record's `flops` entry; a count that fails costs this entry, never the record."""
+    try:
+        counts = per_image(config.model, config.image_size, config.num_classes, config.data_format)
+    except Exception as e:  # noqa: BLE001 - the measured steps matter more than their FLOPs
+        return {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
+    total = sum(step_times_s)
+    images_per_sec = images_per_step * len(step_times_s) / total if total > 0 else float("nan")
+    out = achieved(counts, config.mode, images_per_step, images_per_sec,
+                   peaks.peak_flops(peak, config.precision, cores, config.device))
+    out.update(precision=config.precision, peak_cores=cores)
+    return out
+
+
+def cluster_summary(cluster: dict, tasks) -> Optional[Dict]:
+    """FLOP/s of the whole measured window (every counted task's FLOPs / the window) and its
+    fraction of the summed peaks of those tasks' cores; None when no task counted its FLOPs."""
+    counted = [t for t in tasks if t.get("counts_toward_cluster", True)]
+    entries = [t.get("flops") or {} for t in counted]
+    if not counted or any("per_step" not in e for e in entries) or not cluster.get("window_s"):
+        return None
+    done = sum(e["per_step"] * t["num_measured_steps"] for e, t in zip(entries, counted))
+    rate = done / cluster["window_s"]
+    peak = sum(e.get("peak_flops_per_s") or 0.0 for e in entries)
+    known = all(e.get("peak_flops_per_s") for e in entries)
+    return {"achieved_flops_per_s": rate, "peak_flops_per_s": peak if known else None,
+            "fraction_of_peak": rate / peak if known and peak else None,
+            "precision": entries[0].get("precision"), "train_per_image": entries[0]["train_per_image"],
+            "forward_per_image": entries[0]["forward_per_image"]}
+
+
+def render(summary: Optional[Dict], mode: str) -> str:
+    """The table's FLOP line."""
+    if summary is None:
+        return "FLOP/s: not counted (see the task records' 'flops' entry)"
+    per_image = summary["train_per_image" if mode == "train" else "forward_per_image"]
+    line = (f"FLOP/s = {summary['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s ({per_image / 1e9:.3g} GFLOP/image "
+            f"{mode}, {summary['precision']})")
+    if summary["fraction_of_peak"] is None:
+        return line + "; fraction of peak unknown: no peak measured (python -m tools.peak)"
+    return line + (f" = {summary['fraction_of_peak']:.2f} of the {summary['peak_flops_per_s'] / 1e9:.1f} GFLOP/s "
+                   f"GEMM peak of the tasks' cores")

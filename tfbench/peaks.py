@@ -1,0 +1,92 @@
+"""The machine's measured compute peak, cached so that runs never re-measure it.
+
+`python -m tools.peak` measures dense matrix multiplication (GEMM) throughput at fp32 and bf16
+(and fp16 on a GPU), on all cores and on one core, and stores it here keyed by CPU model, core
+count and TensorFlow version. Runs read the cache (no TensorFlow needed) into environment.json
+and divide their achieved FLOP/s by the peak of the cores they had. When nothing was measured
+the record says so; a peak is never guessed.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+from typing import Optional
+
+CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
+UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.peak`"
+
+
+def cache_path() -> str:
+    return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "peak.json")
+
+
+def tf_version() -> str:
+    for package in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "none"
+
+
+def machine_key(cpu_model: Optional[str] = None) -> str:
+    from tfbench.environment import cpu_model as read_cpu_model
+
+    return f"{cpu_model or read_cpu_model()}|{os.cpu_count()} cpus|tf {tf_version()}"
+
+
+def _read_all(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def load(key: Optional[str] = None) -> Optional[dict]:
+    """The cached peak of this machine, or None when it was never measured."""
+    return _read_all(cache_path()).get(key or machine_key())
+
+
+def store(entry: dict, key: Optional[str] = None) -> str:
+    path = cache_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = _read_all(path)
+    data[key or machine_key()] = entry
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+    return path
+
+
+def for_environment() -> dict:
+    """What environment.json records about the peak: the measurement, or why there is none."""
+    entry = load()
+    if entry is None:
+        return {"status": UNKNOWN}
+    return dict(entry, status="measured")
+
+
+def peak_flops(peak: Optional[dict], precision: str, cores: int, device: str = "cpu") -> Optional[float]:
+    """FLOP/s a task with `cores` cores can reach at `precision`, or None when unknown.
+
+    One core and all cores are measured; in between, one core's peak times the cores, capped at
+    the all-core peak (GEMM scales close to linearly on a CPU's cores).
+    """
+    if not peak or peak.get("status", "measured") != "measured":
+        return None
+    if device == "gpu" and peak.get("gpu"):
+        value = (peak["gpu"].get(precision) or {}).get("flops_per_s")
+        return float(value) if value else None
+    entry = (peak.get("cpu") or {}).get(precision)
+    if not entry:
+        return None
+    total = int(entry.get("cores", 0) or 0)
+    all_cores, one_core = entry.get("all_cores_flops_per_s"), entry.get("one_core_flops_per_s")
+    if cores <= 0 or cores >= total:
+        return all_cores
+    if one_core is None:
+        return all_cores * cores / total if all_cores else None
+    return min(one_core * cores, all_cores) if all_cores else one_core * cores

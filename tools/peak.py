@@ -1,0 +1,147 @@
+"""`python -m tools.peak`: the machine's GEMM peak at fp32 and bf16 (fp16 too on a GPU).
+
+A chain of n x n matrix products (2·n³ FLOPs each) runs in one tf.function until at least
+--min_time seconds have passed; the best of --trials is kept. All cores and one core are each
+measured in a process of their own (threads are fixed before TensorFlow starts). The result is
+cached (tfbench.peaks, ~/.cache/tfbench/peak.json) keyed by CPU model, core count and TensorFlow
+version: runs read it into environment.json and never re-measure. --refresh measures again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+from tfbench import peaks, usage
+
+flags.DEFINE_integer("size", 2048, "Side n of the square matrices.")
+flags.DEFINE_float("min_time", 1.0, "Seconds each timed trial runs at least.")
+flags.DEFINE_integer("trials", 3, "Timed trials per dtype; the best is kept.")
+flags.DEFINE_list("dtypes", ["fp32", "bf16"], "CPU dtypes to measure (fp32, bf16, fp16).")
+flags.DEFINE_boolean("refresh", False, "Measure even when this machine's peak is cached.")
+flags.DEFINE_integer("threads", 0, "Internal: measure in this process with this many cores/threads.")
+FLAGS = flags.FLAGS
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+CHAIN = 8  # products per call: the host round trip is amortised over these
+
+
+def gemm_flops_per_s(precision: str, n: int, device: str = "/device:CPU:0", min_time: float = 1.0,
+                     trials: int = 3) -> float:
+    """Best FLOP/s of chained n x n products at `precision` on `device`.
+
+    Each product feeds the next (so no two are alike and none can be merged or skipped); the
+    right factor has mean 1/n so that values neither vanish nor overflow, even in fp16.
+    """
+    from tfbench.tf_import import tf
+
+    dtype = getattr(tf, DTYPES[precision])
+    with tf.device(device):
+        a = tf.cast(tf.random.stateless_uniform([n, n], seed=[1, 2]), dtype)
+        b = tf.cast(tf.random.stateless_uniform([n, n], seed=[3, 4], maxval=2.0 / n), dtype)
+
+        @tf.function
+        def chain(a, b):
+            for _ in range(CHAIN):
+                a = tf.matmul(a, b)
+            return tf.reduce_sum(tf.cast(a[0, :8], tf.float32))
+
+        chain(a, b).numpy()  # trace and warm up
+        best = 0.0
+        for _ in range(max(1, trials)):
+            calls, t0 = 0, time.perf_counter()
+            while True:
+                chain(a, b).numpy()
+                calls += 1
+                elapsed = time.perf_counter() - t0
+                if elapsed >= min_time:
+                    break
+            best = max(best, 2.0 * n ** 3 * CHAIN * calls / elapsed)
+    return best
+
+
+def measure_here(threads: int, dtypes, n: int, min_time: float, trials: int) -> dict:
+    """In this process: pin `threads` cores, then measure each dtype (and the GPU if any)."""
+    cores = sorted(os.sched_getaffinity(0))[:threads]
+    os.sched_setaffinity(0, cores)
+    from tfbench.tf_import import tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    out = {"cores": len(cores), "cpu": {p: gemm_flops_per_s(p, n, "/device:CPU:0", min_time, trials) for p in dtypes}}
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus and threads == len(os.sched_getaffinity(0)) and threads > 0:
+        out["gpu"] = {p: gemm_flops_per_s(p, n, "/device:GPU:0", min_time, trials) for p in ("fp32", "bf16", "fp16")}
+        out["gpu_name"] = gpus[0].name
+    return out
+
+
+def measure_in_subprocess(threads: int) -> dict:
+    args = [sys.executable, "-m", "tools.peak", f"--threads={threads}", f"--size={FLAGS.size}",
+            f"--min_time={FLAGS.min_time}", f"--trials={FLAGS.trials}", f"--dtypes={','.join(FLAGS.dtypes)}"]
+    out = subprocess.run(args, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def native_bf16() -> bool:
+    from tfbench import precision
+
+    return precision.cpu_has_bf16()
+
+
+def measure() -> dict:
+    """The cache entry: per dtype, all-core and one-core FLOP/s, plus how it was measured."""
+    total = len(os.sched_getaffinity(0))
+    runs = {total: measure_in_subprocess(total)}
+    if total > 1:
+        runs[1] = measure_in_subprocess(1)
+    cpu = {}
+    for p in FLAGS.dtypes:
+        cpu[p] = {"cores": total, "all_cores_flops_per_s": runs[total]["cpu"][p],
+                  "one_core_flops_per_s": runs[1]["cpu"][p] if 1 in runs else runs[total]["cpu"][p]}
+    entry = {"method": f"tf.matmul chain, n={FLAGS.size}, best of {FLAGS.trials} x {FLAGS.min_time:g} s",
+             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "native_bf16": native_bf16(), "cpu": cpu,
+             # Other load on the machine lowers the peak; the 1-minute load average says how much.
+             "load_average_1m_after": round(os.getloadavg()[0], 2)}
+    if "gpu" in runs[total]:
+        entry["gpu"] = {p: {"flops_per_s": v} for p, v in runs[total]["gpu"].items()}
+        entry["gpu_name"] = runs[total]["gpu_name"]
+    return entry
+
+
+def render(entry: dict) -> str:
+    lines = [f"GEMM peak ({entry['method']}; native BF16 instructions: {'yes' if entry['native_bf16'] else 'no'}):"]
+    for p, e in entry["cpu"].items():
+        lines.append(f"  CPU {p}: {e['all_cores_flops_per_s'] / 1e9:8.1f} GFLOP/s on {e['cores']} cores, "
+                     f"{e['one_core_flops_per_s'] / 1e9:8.1f} GFLOP/s on 1 core")
+    for p, e in (entry.get("gpu") or {}).items():
+        lines.append(f"  GPU {p}: {e['flops_per_s'] / 1e9:8.1f} GFLOP/s")
+    return "\n".join(lines)
+
+
+def main(argv) -> None:
+    del argv
+    unknown = [p for p in FLAGS.dtypes if p not in DTYPES]
+    if unknown:
+        print(f"tools.peak: error: --dtypes={','.join(unknown)} is unknown; choose fp32, bf16, fp16", file=sys.stderr)
+        sys.exit(2)
+    if FLAGS.threads:
+        print(json.dumps(measure_here(FLAGS.threads, FLAGS.dtypes, FLAGS.size, FLAGS.min_time, FLAGS.trials)))
+        return
+    entry = None if FLAGS.refresh else peaks.load()
+    if entry is None:
+        entry = measure()
+        print(f"stored in {peaks.store(entry)} under {peaks.machine_key()!r}")
+    else:
+        print(f"cached in {peaks.cache_path()} ({entry['measured_at']}); --refresh measures again")
+    print(render(entry))
+
+
+if __name__ == "__main__":
+    groups = [("Peak", ["size", "min_time", "trials", "dtypes", "refresh"])]
+    app.run(main, flags_parser=usage.parser(__doc__, lambda: groups, "tools.peak"))
