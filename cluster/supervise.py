@@ -139,6 +139,7 @@ class _Attempt:
         self.watched = [t.name for t in plan.tasks if t.measures and not t.service]
         self.progress: Dict[str, Optional[dict]] = {}
         self.changed_at: Dict[str, float] = {}
+        self.gone_at: Dict[str, float] = {}  # tasks whose reported process ended before "done"
         self.monitored: Dict[str, int] = {}
         self.others: Dict[psutil.Process, None] = {}
         self.ready = False
@@ -220,6 +221,8 @@ class _Attempt:
             self.progress[name] = record
             if record is not None and record.get("pid"):
                 self._monitor(name, int(record["pid"]))
+                if name not in self.gone_at and record["phase"] != "done" and not _pid_alive(int(record["pid"])):
+                    self.gone_at[name] = now
 
     def _exits(self) -> Optional[Ending]:
         for p in self.processes:
@@ -252,8 +255,15 @@ class _Attempt:
         return servers and bool(watched) and all(progress.reached(self.progress.get(n), "done") for n in watched)
 
     def _laggard(self, names) -> str:
-        """Of a group's tasks, the finishing one furthest behind (else the first)."""
-        behind = [n for n in names if n in self.watched and not progress.reached(self.progress.get(n), "done")]
+        """Of a group's tasks, the one whose process was seen to end first before it was done;
+        else (none seen, or several at once, e.g. tasks on other nodes) the finishing one
+        furthest behind, else the first."""
+        gone = [n for n in names if n in self.gone_at]
+        first = [n for n in gone if self.gone_at[n] == min(self.gone_at[g] for g in gone)]
+        if len(first) == 1:
+            return first[0]
+        behind = [n for n in (first or names)
+                  if n in self.watched and not progress.reached(self.progress.get(n), "done")]
         return min(behind, key=lambda n: progress.phase_rank(self.progress.get(n))) if behind else names[0]
 
     def _bind_failure(self, p: _Process) -> bool:
@@ -330,6 +340,13 @@ def _start(unit: Unit) -> _Process:
         popen = subprocess.Popen(list(unit.command), stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, env=unit.env, start_new_session=True)
     return _Process(unit, popen, offset)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _signature(record: dict) -> Tuple[str, int]:

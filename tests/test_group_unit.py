@@ -20,7 +20,7 @@ FAKE_TASK = os.path.join(ROOT, "tests", "fake_task.py")
 pytestmark = pytest.mark.timeout(60)
 
 # Starts every named task as a fake task and exits with the first non-zero exit code, as an
-# srun step with --kill-on-bad-exit would.
+# srun step with --kill-on-bad-exit would (which, like srun, takes a moment to stop the others).
 GROUP = textwrap.dedent("""
     import os, subprocess, sys, time
     fake, names = sys.argv[1], sys.argv[2:]
@@ -29,6 +29,7 @@ GROUP = textwrap.dedent("""
         codes = [p.poll() for p in procs]
         bad = [c for c in codes if c not in (None, 0)]
         if bad or all(c == 0 for c in codes):
+            time.sleep(0.5 if bad else 0)
             for p in procs:
                 if p.poll() is None:
                     p.kill()
