@@ -102,6 +102,9 @@ class StrategyAdapter(abc.ABC):
             "global_batch_size": self.global_batch_size,
             "model": self.config.model,
             "mode": self.config.mode,
+            "step_label": "own step",
+            "step_definition": "this task's step, start to result on the host (a synchronous rank's "
+                               "view of the global step)",
         }
 
 
@@ -127,7 +130,9 @@ class SyncAdapter(StrategyAdapter):
         @tf.function(jit_compile=config.xla or None)
         def step(batch):
             per_replica = strategy.run(replica_step, args=(batch,))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            # This task's replicas only: no collective beyond the strategy's own gradient
+            # all-reduce, so forward steps never synchronise workers (like Horovod's).
+            return tf.add_n(list(strategy.experimental_local_results(per_replica)))
 
         return lambda: step(values).numpy()
 

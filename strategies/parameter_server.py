@@ -5,15 +5,15 @@ schedules every step onto whichever worker is free. Variables live on the ps tas
 across them with more than one ps).
 
 - asynchronous (--ps_sync=false, TF2's native mode): every scheduled step applies its own
-  gradients. A "step" of the run is one round of num_workers scheduled steps, so the run performs
-  workers x steps updates.
-- synchronous (--ps_sync=true): one update per global step. Each worker's scheduled step adds its
-  gradients, scaled for the global batch, into accumulators on the ps; after all have
-  contributed, one scheduled step applies the accumulated (averaged) gradient and clears it.
+  gradients. A cluster step is one round of N scheduled steps (N updates, DESIGN.md); each
+  worker's record holds its own update times, labelled as such.
+- synchronous (--ps_sync=true, train only): one update per global step, aggregated and applied
+  on the ps tasks (strategies.ps_sync); each worker's record holds its gradient closures and
+  its wait for the rest of the global step.
 
 Timing: inside each scheduled function (tf.timestamp on the worker, the same wall clock as the
-rest of tfbench) and on the coordinator (when a round or global step completed). The coordinator
-writes one task record per worker from the worker-side times, plus its own.
+rest of tfbench) and on the coordinator, whose series is the cluster's (one sample per global
+step). The coordinator writes one task record per worker from the worker-side times, plus its own.
 """
 from __future__ import annotations
 
@@ -112,29 +112,18 @@ class ParameterServerAdapter(StrategyAdapter):
 
         return iter(self.coordinator.create_per_worker_dataset(per_worker_dataset_fn))
 
-    def _functions(self):
-        """(worker_step, apply_step) tf.functions; apply_step is None unless synchronous."""
+    def _async_step(self):
+        """The scheduled function of asynchronous training (or forward passes): one update."""
         from tfbench.tf_import import tf
 
         config, model, optimizer, strategy = self.config, self.model, self.optimizer, self.strategy
-        sync = config.ps_sync and config.mode == "train"
         variables = model.trainable_variables
-        if sync:
-            with strategy.scope():
-                self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False, name="grad_accumulator")
-                                     for v in variables]
-        global_batch = config.batch_size * (self.num_workers if sync else 1)
 
         def replica_fn(images, labels):
             if config.mode == "forward":
                 return steps.forward(model, images)
-            if not sync:
-                loss = steps.train(model, optimizer, images, labels, global_batch)
-                return settled(loss, variables)
-            loss, grads = steps.gradients(model, images, labels, global_batch)
-            for acc, g in zip(self.accumulators, grads):
-                acc.assign_add(g)
-            return settled(loss, self.accumulators)
+            loss = steps.train(model, optimizer, images, labels, config.batch_size)
+            return settled(loss, variables)
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator):
@@ -144,69 +133,72 @@ class ParameterServerAdapter(StrategyAdapter):
                 value = strategy.run(replica_fn, args=(images, labels))
             with tf.control_dependencies([value]):
                 end = tf.timestamp()
-            return value, start, end, shard
+            return value, start, end, shard, tf.constant(True)
 
-        apply_step = None
-        if sync:
-            def apply_fn():
-                optimizer.apply_gradients(zip([tf.identity(a) for a in self.accumulators], variables))
-                for acc in self.accumulators:  # ordered after the reads above (same resource)
-                    acc.assign(tf.zeros_like(acc))
-                return settled(tf.identity(optimizer.iterations), variables + self.accumulators)
+        return worker_step
 
-            @tf.function
-            def apply_step():
-                start = tf.timestamp()
-                with tf.control_dependencies([start]):
-                    iterations = strategy.run(apply_fn)  # the optimizer needs a replica context
-                with tf.control_dependencies([iterations]):
-                    end = tf.timestamp()
-                return start, end
-
-        return worker_step, apply_step
+    def _iterations(self) -> int:
+        return int(self.optimizer.iterations.numpy()) if self.config.mode == "train" else 0
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
         self.build_model()
         self.initial_weights = self.weights()
         iterator = self._dataset()
-        worker_step, apply_step = self._functions()
-        self.worker_step = worker_step
-        rounds = self._run_sync if apply_step is not None else self._run_async
-        closures, applies, coordinator_steps = rounds(iterator, worker_step, apply_step, reporter, profiler)
-        return self._measurements(closures, applies, coordinator_steps)
+        if self.sync:
+            from strategies.ps_sync import SyncOnPs
 
-    def _run_sync(self, iterator, worker_step, apply_step, reporter, profiler):
-        """Global step = every worker's gradients accumulated, then one apply; timed end to end."""
-        config, n, schedule = self.config, self.num_workers, self.coordinator.schedule
-        closures, applies, coordinator_steps = [], [], []
+            self.sync_step = SyncOnPs(self.strategy, self.coordinator, self.model, self.optimizer,
+                                      self.config, self.num_workers)
+            self.worker_step = self.sync_step.worker_step
+            closures, coordinator_steps = self._run_sync(iterator, reporter, profiler)
+        else:
+            self.worker_step = self._async_step()
+            closures, coordinator_steps = self._run_async(iterator, reporter, profiler)
+        return self._measurements(closures, coordinator_steps)
+
+    @property
+    def sync(self) -> bool:
+        return self.config.ps_sync and self.config.mode == "train"
+
+    def _run_sync(self, iterator, reporter, profiler):
+        """Global step = one gradient from every worker accumulated on the ps, then the update
+        applied on the ps (strategies.ps_sync); timed end to end by the coordinator."""
+        config = self.config
+        closures, coordinator_steps = [], []
+        self.waits: Dict[int, List[float]] = collections.defaultdict(list)
+        self.skipped, self.apply_s = 0, []
         for i in range(config.total_steps):
+            if i == config.num_warmup_steps:
+                self.updates_before = self._iterations()
             if profiler:
                 profiler.before(i)
-            start_wall, t0 = time.time(), time.perf_counter()
-            grads = [schedule(worker_step, args=(iterator,)) for _ in range(n)]
-            self.coordinator.join()
-            applied = schedule(apply_step)
-            self.coordinator.join()
-            results, apply_times = [rv.fetch() for rv in grads], applied.fetch()
-            timing = StepTiming(start_wall, time.perf_counter() - t0)
+            step = self.sync_step.run_step(iterator, i)
+            timing = StepTiming(step.start_wall, step.duration_s)
             if profiler:
                 profiler.after(i)
-            self.shards_used.append([int(r[3]) for r in results])
+            self.shards_used.append(sorted(c[3] for c in step.closures))
             measured = i >= config.num_warmup_steps
             if measured:
-                closures += results
-                applies.append(apply_times)
+                from strategies.ps_sync import worker_waits
+
+                closures += step.closures
                 coordinator_steps.append(timing)
+                self.skipped += step.skipped
+                self.apply_s.append(step.apply_s)
+                for worker, wait in worker_waits(step):
+                    self.waits[worker].append(wait)
             if reporter:
                 reporter.step_done(i, timing, measured)
-        return closures, applies, coordinator_steps
+        return closures, coordinator_steps
 
-    def _run_async(self, iterator, worker_step, apply_step, reporter, profiler):
+    def _run_async(self, iterator, reporter, profiler):
         """Warm-up rounds, then all measured rounds queued at once so no worker waits for another;
         a round's coordinator time runs from the previous round's completion to its own."""
-        config, n, schedule = self.config, self.num_workers, self.coordinator.schedule
+        config, n, schedule, worker_step = self.config, self.num_workers, self.coordinator.schedule, self.worker_step
         for phase_start, phase_end in ((0, config.num_warmup_steps), (config.num_warmup_steps, config.total_steps)):
+            if phase_start == config.num_warmup_steps:
+                self.updates_before = self._iterations()
             start_wall, t0 = time.time(), time.perf_counter()
             queued = [[schedule(worker_step, args=(iterator,)) for _ in range(n)]
                       for _ in range(phase_start, phase_end)]
@@ -228,34 +220,53 @@ class ParameterServerAdapter(StrategyAdapter):
                 if reporter:
                     reporter.step_done(i, timing, measured)
             self.coordinator.join()
-        return closures, [], coordinator_steps
+        return closures, coordinator_steps
 
-    def _measurements(self, closures, applies, coordinator_steps) -> List[Measurement]:
-        """One Measurement per worker (worker-side times) plus the coordinator's own."""
+    def _measurements(self, closures, coordinator_steps) -> List[Measurement]:
+        """One Measurement per worker (worker-side times) plus the coordinator's own, which is
+        the cluster's step series (one sample per global step, or per round of N updates)."""
         by_worker: Dict[int, List[StepTiming]] = collections.defaultdict(list)
-        for _, start, end, shard in closures:
+        for _, start, end, shard, _ in closures:
             by_worker[int(shard)].append(StepTiming(float(start), float(end) - float(start)))
-        apply_end = max((float(e) for _, e in applies), default=0.0)
         base = dict(self.summary())
-        base["ps_sync"] = self.config.ps_sync
+        base["ps_sync"] = self.sync
         base["num_ps"] = len(self.plan.cluster_spec.get("ps", []))
+        sync, train = self.sync, self.config.mode == "train"
         out = []
+        last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
         for worker, timings in sorted(by_worker.items()):
             timings.sort(key=lambda t: t.start_wall)
-            extra = dict(base, step_time_source="worker tf.timestamp inside the scheduled function")
-            last_end = timings[-1].start_wall + timings[-1].duration_s
-            extra["window_end"] = max(last_end, apply_end)  # a sync step ends when applied
+            if sync:
+                extra = dict(base, step_label="gradient push",
+                             step_definition="this worker's gradient closure (tf.timestamp on the worker): "
+                                             "pull weights, compute, add the gradient into the ps accumulators",
+                             wait_s=self.waits.get(worker, []),
+                             window_end=last_global_end)  # its images count once the update is applied
+            else:
+                extra = dict(base, step_label="update" if train else "forward",
+                             step_definition="one asynchronous update of this worker (tf.timestamp on the "
+                                             "worker): pull weights, compute, push the update"
+                             if train else "one forward pass of this worker (tf.timestamp on the worker)")
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
-        chief = dict(base, counts_toward_cluster=False,
-                     step_time_source="coordinator: schedule to completion of each round/global step",
-                     updates=int(self.optimizer.iterations.numpy()) if self.config.mode == "train" else 0,
+        updates_after = self._iterations()
+        chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
+                     step_label="global step" if sync else f"{self.num_workers} updates",
+                     step_definition=(
+                         "global step (coordinator): one gradient from every worker accumulated on the ps, "
+                         "then the update applied on the ps; from scheduling to the update applied" if sync else
+                         f"{self.num_workers} {'updates' if train else 'forward passes'} (coordinator): one round "
+                         f"of {self.num_workers} scheduled steps, from the previous round's completion to its own"),
+                     updates=updates_after - getattr(self, "updates_before", 0),
+                     updates_counted="measured window only",
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
-                     apply_step_s=[float(e) - float(s) for s, e in applies],
                      placement=placement.report(
                          self.config, "strategy-placed", self._step_op_devices(),
                          placement.variable_devices(self.model.variables), "function graph (requested devices)",
                          "steps run on whichever worker the coordinator picks: 'worker' counts the ops "
                          "left to it, ps entries the variable ops pinned to the ps tasks"))
+        if sync:
+            chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
+                         update_location="ps (accumulators and update on the ps tasks)")
         out.append(Measurement("chief", 0, self.config.batch_size * self.num_workers, coordinator_steps, chief))
         return out
 

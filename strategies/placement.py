@@ -30,6 +30,8 @@ def configure_runtime(config, intra_threads: int, inter_threads: int, num_local_
         tf.config.threading.set_inter_op_parallelism_threads(inter_threads)
     if config.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
+    for gpu in gpus():  # the plan gives each task its own GPU; take its memory as needed
+        tf.config.experimental.set_memory_growth(gpu, True)
     tf.config.set_soft_device_placement(config.placement == "soft")
     if config.log_device_placement:
         tf.debugging.set_log_device_placement(True)

@@ -53,7 +53,6 @@ def define_flags() -> None:
                          "parameter_server: one averaged update per global step instead of asynchronous updates.")
     flags.DEFINE_list("hosts", list(d.hosts), "Comma-separated hosts; tasks are spread over them round-robin.")
     flags.DEFINE_integer("base_port", d.base_port, "First port per host; 0: free ports picked on this machine.")
-    flags.DEFINE_boolean("evaluator", d.evaluator, "parameter_server: add an evaluator task.")
     flags.DEFINE_string("all_reduce", d.all_reduce, "multi_worker_mirrored collectives: auto, ring or nccl.")
     flags.DEFINE_integer("num_local_devices", d.num_local_devices,
                          "mirrored: replicas on this task; on CPU the CPU is split into that many logical devices.")

@@ -55,10 +55,7 @@ def prepare_process(config: RunConfig, task: TaskSpec) -> None:
     die_with_parent()
     if task.cores:
         os.sched_setaffinity(0, task.cores)
-    if task.tf_config is not None:
-        import json
-
-        os.environ["TF_CONFIG"] = json.dumps(task.tf_config)
+    os.environ.update(task.full_env())  # TF_CONFIG, the GPU this task sees
     from strategies import placement
 
     placement.configure_environment(config)
@@ -106,8 +103,6 @@ def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) 
 
         serve(task, task.intra_threads, task.inter_threads, ready)
         return
-    if task.role == "evaluator":
-        config = config.replace(strategy="default", mode="forward")
     run_benchmark(run, config, plan, task, ready)
 
 
@@ -128,17 +123,28 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     if hasattr(adapter, "write_worker_events"):
         adapter.write_worker_events(run, measurements)
     for m in measurements:
-        extra = dict(m.extra, pid=os.getpid(), cores=list(task.cores), host=task.host,
-                     intra_threads=task.intra_threads, inter_threads=task.inter_threads,
-                     num_warmup_steps=config.num_warmup_steps)
-        if task.role == "evaluator":
-            extra["counts_toward_cluster"] = False
+        extra = dict(m.extra, num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
         records.append(run.results, records.task_record(
-            run_id=run.run_id, role=m.role if task.role != "evaluator" else "evaluator", index=m.index,
+            run_id=run.run_id, role=m.role, index=m.index,
             images_per_step=m.images_per_step, step_times_s=[t.duration_s for t in m.timings],
             step_start_wall=[t.start_wall for t in m.timings], extra=extra))
     dump_weights(adapter, task)
     progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
+
+
+def task_facts(run: RunDir, plan: ClusterPlan, task: TaskSpec, m) -> dict:
+    """pid, host, cores and threads of the task a measurement is about. The parameter-server
+    coordinator writes its workers' records: their facts come from their own specs and their
+    own progress files (pid), never from the coordinator's process."""
+    name = f"{m.role}_{m.index}"
+    spec = task if name == task.name else plan.task(name)
+    if spec is task:
+        pid = os.getpid()
+    else:
+        pid = (progress.read_progress(run.path, name) or {}).get("pid")
+    return {"pid": pid, "host": spec.host, "cores": list(spec.cores),
+            "shares_cores_with": list(spec.shares_cores_with),
+            "intra_threads": spec.intra_threads, "inter_threads": spec.inter_threads}
 
 
 def dump_weights(adapter, task: TaskSpec) -> None:
