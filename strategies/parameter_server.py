@@ -280,12 +280,17 @@ class ParameterServerAdapter(StrategyAdapter):
         return dict(counts)
 
     def write_worker_events(self, run, measurements: List[Measurement]) -> None:
-        """The workers run no Python loop of their own: the coordinator writes their perf series."""
+        """The workers run no Python loop of their own: the coordinator writes their perf series
+        (their own update or gradient-push times), on the run's shared step axis."""
+        from tfbench import timeline
+
+        origin = timeline.origin(run.path)
         for m in measurements:
             if m.role != "worker":
                 continue
             with EventWriter(run.task_tb(f"worker_{m.index}"), suffix=".perf") as events:
-                for k, t in enumerate(m.timings):
+                for t in m.timings:
+                    end = t.start_wall + t.duration_s
                     events.scalars({"perf/step_time_ms": t.duration_s * 1e3,
                                     "perf/images_per_sec": m.images_per_step / t.duration_s},
-                                   step=k, wall_time=t.start_wall + t.duration_s)
+                                   step=timeline.step_ms(origin, end), wall_time=end)

@@ -109,11 +109,21 @@ def capture_op_devices(run_step: Callable[[], object]) -> Dict[str, int]:
     return dict(counts)
 
 
+# Function inputs and the function's own bookkeeping are created outside the step's body.
+_BOUNDARY_OPS = {"Placeholder", "_Arg", "_Retval", "NoOp", "Identity"}
+
+
 def requested_op_devices(concrete_function) -> Dict[str, int]:
-    """Ops per requested device in a function graph (used where run metadata cannot see)."""
+    """Ops of the step's body per requested device in its function graph, nested functions
+    (tf.cond branches, while bodies) included: what the code pinned, not where ops ran."""
     counts: Dict[str, int] = collections.Counter()
-    for op in concrete_function.graph.get_operations():
-        counts[short_device(op.device)] += 1
+    graphs = [concrete_function.graph]
+    while graphs:
+        graph = graphs.pop()
+        for op in graph.get_operations():
+            if op.type not in _BOUNDARY_OPS:
+                counts[short_device(op.device)] += 1
+        graphs += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
     return dict(counts)
 
 
@@ -130,19 +140,29 @@ def report(config, device: str, op_devices: Dict[str, int], var_devices: Dict[st
     """What the task records about placement, so comparisons can show what soft placement did."""
     used = {d.split("/")[-1].split(":")[0] for d in op_devices if d != "unplaced"}
     fallback = config.device == "gpu" and "GPU" not in used and bool(op_devices)
+    visible = len(gpus())
     out = {
         "placement": config.placement,
         "requested_device": config.device,
         "device_scope": device,
-        "gpus_visible": len(gpus()),
+        "gpus_visible": visible,
+        # with no GPU every op can only run on the CPU: hard and soft placement cannot differ
+        "hard_and_soft_can_differ": visible > 0,
         "op_devices": op_devices,
         "op_devices_source": source,
         "variable_devices": var_devices,
         "fallback_to_cpu": fallback,
     }
-    if note:
-        out["note"] = note
+    notes = [note] if note else []
+    if not visible:
+        notes.append(CPU_ONLY_NOTE)
+    if notes:
+        out["note"] = "; ".join(notes)
     return out
+
+
+CPU_ONLY_NOTE = ("CPU-only: no GPU visible, so every op runs on the CPU and hard and soft placement "
+                 "cannot differ")
 
 
 class PlacementProbe:

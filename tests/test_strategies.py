@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tfbench import timeline
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
 pytestmark = pytest.mark.slow
@@ -105,6 +106,13 @@ def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
         if task != "ps_0":
             assert len(events["perf/step_time_ms"]) == STEPS, task
     assert "sys/cpu_percent" in scalars(os.path.join(tb, "workers_mean"))
+    # perf/* and sys/* share one step axis: milliseconds since the run began
+    origin = timeline.origin(run)
+    worker = scalars(os.path.join(tb, "worker_0"))
+    for tag in ("perf/step_time_ms", "sys/cpu_percent"):
+        assert all(abs(e.step - (e.wall_time - origin) * 1000) <= 1 for e in worker[tag]), tag
+    sys_steps = [e.step for e in worker["sys/cpu_percent"]]
+    assert min(sys_steps) <= min(e.step for e in worker["perf/step_time_ms"]) <= max(sys_steps)
     resources = cluster_record(run)["resources"]["tasks"]
     # the ps serves both workers: it receives their gradients
     assert resources["ps_0"]["net_rx_bytes"] > 0 and resources["worker_0"]["net_tx_bytes"] > 0

@@ -50,6 +50,9 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     shared = [t for t in tasks if t.get("shares_cores_with")]
     if shared:
         lines.append("cores shared: " + "; ".join(_cores(t) for t in shared))
+    placed = [t.get("placement") or {} for t in tasks]
+    if any(p and p.get("hard_and_soft_can_differ") is False for p in placed):
+        lines.append("placement: CPU-only (no GPU visible): hard and soft placement cannot differ here")
     fell_back = [f"{t['role']}_{t['index']}" for t in tasks if (t.get("placement") or {}).get("fallback_to_cpu")]
     if fell_back:
         lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")

@@ -37,7 +37,7 @@ def images_per_sec_vs_workers(points: Sequence[Point], path: str) -> bool:
 
     return _line_plot(points, path, panels=("mode", "batch_size"), x="scale", series="strategy",
                       y=lambda p: p.images_per_sec, yerr=err, xlabel="workers", ylabel="cluster images/sec",
-                      title="Throughput vs workers (error bars: step-time 95% CI)")
+                      title="Throughput vs workers (error bars: 95% CI, between runs when repeated)")
 
 
 def seconds_per_batch(points: Sequence[Point], path: str) -> bool:
@@ -48,7 +48,7 @@ def seconds_per_batch(points: Sequence[Point], path: str) -> bool:
 
     return _line_plot(points, path, panels=("mode", "strategy"), x="batch_size", series="scale",
                       y=lambda p: (p.stats or {}).get("mean_s", float("nan")), yerr=err,
-                      xlabel="batch per replica", ylabel="seconds per batch (mean step)",
+                      xlabel="batch per replica", ylabel="seconds per global step (mean)",
                       title="Seconds per batch vs batch size (error bars: 95% CI)",
                       series_label=lambda n: f"{n} worker" + ("s" if n != 1 else ""), log2_x=True)
 

@@ -15,6 +15,7 @@ import time
 from typing import Callable, Dict, Optional
 
 from cluster.spec import ClusterPlan
+from tfbench import timeline
 from tfbench.config import RunConfig
 from tfbench.monitor import netstat
 from tfbench.monitor.gpu import GpuSampler
@@ -33,6 +34,7 @@ class Monitor:
                  net_source_factory: Callable[[], Optional[NetSource]] = netstat.default_source,
                  gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create):
         self._run = run
+        self._origin = timeline.origin(run.path)  # events share the tasks' step axis
         self._plan = plan
         self._interval = float(config.monitor_interval)
         self._net_source_factory = net_source_factory
@@ -115,7 +117,7 @@ class Monitor:
         gpu = self._gpu.sample() if self._gpu is not None else None
         records = [series.record(self._step, now, tree, net, gpu) for series, tree in sampled]
         host = self._host.record(self._step, now, self._host_sampler.sample(now), gpu)
-        self._output.write(self._step, now, records, host)
+        self._output.write(timeline.step_ms(self._origin, now), now, records, host)
         self._step += 1
 
     def _traffic(self, pids) -> Optional[Dict[int, Counts]]:
