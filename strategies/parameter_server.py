@@ -33,6 +33,7 @@ def serve(task, intra_threads: int, inter_threads: int, on_ready) -> None:
     """A ps or worker task: a gRPC server that the coordinator drives; returns never."""
     from tfbench.tf_import import tf
 
+    placement.line_buffered_c_stdout()  # its placer's lines are the coordinator's evidence
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_threads,
                                               inter_op_parallelism_threads=inter_threads)
@@ -67,6 +68,10 @@ class ParameterServerAdapter(StrategyAdapter):
     def make_strategy(self):
         from tfbench.tf_import import tf
 
+        # The remote contexts the strategy creates on workers and ps take this context's config:
+        # their placers then log where every op of every function landed, into each task's log:
+        # the runtime placement (placement.placer_log_devices), not the requested devices.
+        tf.debugging.set_log_device_placement(True)
         num_ps = len(self.plan.cluster_spec.get("ps", []))
         partitioner = None
         if num_ps > 1:
@@ -119,11 +124,16 @@ class ParameterServerAdapter(StrategyAdapter):
         config, model, optimizer, strategy = self.config, self.model, self.optimizer, self.strategy
         variables = model.trainable_variables
 
+        device = self.device
+
         def replica_fn(images, labels):
-            if config.mode == "forward":
-                return steps.forward(model, images)
-            loss = steps.train(model, optimizer, images, labels, config.batch_size)
-            return settled(loss, variables)
+            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
+                if config.mode == "forward":
+                    value = steps.forward(model, images)
+                else:
+                    value = steps.train(model, optimizer, images, labels, config.batch_size)
+            # outside the partial device spec: a function's outputs must name exactly one device
+            return settled(value, variables) if config.mode == "train" else tf.identity(value)
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator):
@@ -137,6 +147,14 @@ class ParameterServerAdapter(StrategyAdapter):
 
         return worker_step
 
+    def _measuring(self) -> None:
+        """Between warm-up and the measured steps: count updates from here; the coordinator's
+        own op logging stops (the remote placers logged their placements while warming up)."""
+        from tfbench.tf_import import tf
+
+        self.updates_before = self._iterations()
+        tf.debugging.set_log_device_placement(self.config.log_device_placement)
+
     def _iterations(self) -> int:
         return int(self.optimizer.iterations.numpy()) if self.config.mode == "train" else 0
 
@@ -149,7 +167,7 @@ class ParameterServerAdapter(StrategyAdapter):
             from strategies.ps_sync import SyncOnPs
 
             self.sync_step = SyncOnPs(self.strategy, self.coordinator, self.model, self.optimizer,
-                                      self.config, self.num_workers)
+                                      self.config, self.num_workers, self.device)
             self.worker_step = self.sync_step.worker_step
             closures, coordinator_steps = self._run_sync(iterator, reporter, profiler)
         else:
@@ -170,7 +188,7 @@ class ParameterServerAdapter(StrategyAdapter):
         self.skipped, self.apply_s = 0, []
         for i in range(config.total_steps):
             if i == config.num_warmup_steps:
-                self.updates_before = self._iterations()
+                self._measuring()
             if profiler:
                 profiler.before(i)
             step = self.sync_step.run_step(iterator, i)
@@ -198,7 +216,7 @@ class ParameterServerAdapter(StrategyAdapter):
         config, n, schedule, worker_step = self.config, self.num_workers, self.coordinator.schedule, self.worker_step
         for phase_start, phase_end in ((0, config.num_warmup_steps), (config.num_warmup_steps, config.total_steps)):
             if phase_start == config.num_warmup_steps:
-                self.updates_before = self._iterations()
+                self._measuring()
             start_wall, t0 = time.time(), time.perf_counter()
             queued = [[schedule(worker_step, args=(iterator,)) for _ in range(n)]
                       for _ in range(phase_start, phase_end)]
@@ -247,6 +265,7 @@ class ParameterServerAdapter(StrategyAdapter):
                              step_definition="one asynchronous update of this worker (tf.timestamp on the "
                                              "worker): pull weights, compute, push the update"
                              if train else "one forward pass of this worker (tf.timestamp on the worker)")
+            extra["placement"] = self._placement("worker", worker)
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
         updates_after = self._iterations()
         chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
@@ -259,20 +278,36 @@ class ParameterServerAdapter(StrategyAdapter):
                      updates=updates_after - getattr(self, "updates_before", 0),
                      updates_counted="measured window only",
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
-                     placement=placement.report(
-                         self.config, "strategy-placed", self._step_op_devices(),
-                         placement.variable_devices(self.model.variables), "function graph (requested devices)",
-                         "steps run on whichever worker the coordinator picks: 'worker' counts the ops "
-                         "left to it, ps entries the variable ops pinned to the ps tasks"))
+                     placement=self._placement("chief", 0))
         if sync:
             chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
                          update_location="ps (accumulators and update on the ps tasks)")
         out.append(Measurement("chief", 0, self.config.batch_size * self.num_workers, coordinator_steps, chief))
         return out
 
+    def _placement(self, role: str, index: int) -> dict:
+        """Where the ops of `role`_`index` ran, from its runtime's placer log; the coordinator's
+        record also holds each ps's (the sync update runs there) and the requested devices."""
+        name = f"{role}_{index}"
+        if role == "chief":
+            placement.flush_c_stdout()
+        logs = getattr(self, "run_dir", None)
+        log = logs.task_log(name) if logs is not None else ""
+        report = placement.report(
+            self.config, self.device if role == "worker" else "strategy-placed",
+            placement.placer_log_devices(log) if log else {},
+            placement.variable_devices(self.model.variables), f"placer log of {name} (runtime placement)",
+            None if log else "no run directory: the placer logs could not be read")
+        report["requested_op_devices"] = self._step_op_devices()
+        if role == "chief" and logs is not None:
+            report["ps_op_devices"] = {
+                t.name: placement.placer_log_devices(logs.task_log(t.name))
+                for t in self.plan.tasks if t.role == "ps"}
+        return report
+
     def _step_op_devices(self) -> Dict[str, int]:
-        """Ops of the traced worker step per requested device; run metadata cannot see remote
-        execution, so the function graph is what the coordinator can report."""
+        """Ops of the traced worker step per requested device (what the code asked for; the
+        placer logs say where they ran)."""
         counts: Dict[str, int] = collections.Counter()
         for function in self.worker_step._list_all_concrete_functions():  # noqa: SLF001 - no public lister
             for device, n in placement.requested_op_devices(function).items():

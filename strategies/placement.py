@@ -109,6 +109,7 @@ def capture_op_devices(run_step: Callable[[], object]) -> Dict[str, int]:
     return dict(counts)
 
 
+WITH_VARIABLE = "with its variable"
 # Function inputs and the function's own bookkeeping are created outside the step's body.
 _BOUNDARY_OPS = {"Placeholder", "_Arg", "_Retval", "NoOp", "Identity"}
 
@@ -121,9 +122,54 @@ def requested_op_devices(concrete_function) -> Dict[str, int]:
     while graphs:
         graph = graphs.pop()
         for op in graph.get_operations():
-            if op.type not in _BOUNDARY_OPS:
+            if op.type in _BOUNDARY_OPS:
+                continue
+            if not op.device and any(t.dtype.name == "resource" for t in op.inputs):
+                counts[WITH_VARIABLE] += 1  # TensorFlow runs ops on a resource where it lives
+            else:
                 counts[short_device(op.device)] += 1
         graphs += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
+    return dict(counts)
+
+
+def line_buffered_c_stdout() -> None:
+    """TensorFlow's placer prints with C stdio, block-buffered into a task's log file: line
+    buffering lets another task read the placement while this one still runs."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), None, 1, 0)  # 1 = _IOLBF
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def flush_c_stdout() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
+_PLACER_LINE = re.compile(r"^(\S+): \((\w+)\): (/job:\S+)$")
+
+
+def placer_log_devices(log_path: str) -> Dict[str, int]:
+    """Ops per device as a task's runtime placed them, from the lines its placer prints with
+    log_device_placement on ("name: (OpType): /job:worker/replica:0/task:0/device:CPU:0"): the
+    evidence for tasks whose steps run remotely, where run metadata cannot see. Empty when the
+    log is not on this machine."""
+    counts: Dict[str, int] = collections.Counter()
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = _PLACER_LINE.match(line.strip())
+                if m and m.group(2) not in _BOUNDARY_OPS:
+                    counts[short_device(m.group(3))] += 1
+    except OSError:
+        return {}
     return dict(counts)
 
 

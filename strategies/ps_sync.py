@@ -60,10 +60,10 @@ def split_like(gradient, pieces):
 class SyncOnPs:
     """Accumulators, the contribution guard and the two functions of a synchronous global step."""
 
-    def __init__(self, strategy, coordinator, model, optimizer, config, num_workers: int):
+    def __init__(self, strategy, coordinator, model, optimizer, config, num_workers: int, device: str):
         from tfbench.tf_import import tf
 
-        self.strategy, self.coordinator, self.config = strategy, coordinator, config
+        self.strategy, self.coordinator, self.config, self.device = strategy, coordinator, config, device
         self.model, self.optimizer, self.num_workers = model, optimizer, num_workers
         self.pieces = [parts(v) for v in model.trainable_variables]
         with strategy.scope():
@@ -90,9 +90,11 @@ class SyncOnPs:
         model, config, strategy = self.model, self.config, self.strategy
         global_batch = config.batch_size * self.num_workers
         accumulators, pieces, last_step = self.accumulators, self.pieces, self.last_step
+        device = self.device
 
         def contribute(images, labels, worker, step):
-            loss, grads = steps.gradients(model, images, labels, global_batch)
+            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
+                loss, grads = steps.gradients(model, images, labels, global_batch)
             adds = []
             for accs, var_pieces, g in zip(accumulators, pieces, grads):
                 for acc, piece in zip(accs, split_like(g, var_pieces)):

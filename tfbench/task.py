@@ -111,6 +111,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     from tfbench.benchmark import Profiler, Reporter
 
     adapter = strategies.create(config, task, plan)
+    adapter.run_dir = run  # where the other tasks' logs (placement evidence) are
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
                         images_per_step=config.batch_size * adapter.local_replicas
