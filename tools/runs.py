@@ -67,7 +67,7 @@ class Run:
             return list(self.cluster["step_times_s"])
         try:
             return records.cluster_steps(self.tasks)[0] if self.measuring_tasks else []
-        except ValueError:
+        except (ValueError, KeyError):  # records from before per-step start times were kept
             return []
 
     @property
