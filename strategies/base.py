@@ -166,6 +166,8 @@ class SyncAdapter(StrategyAdapter):
         extra["placement"] = probe.report(self.config, self.device, self.model.variables)
         requested = getattr(self, "step_function", None)
         if requested is not None:
-            extra["placement"]["requested_op_devices"] = placement.requested_op_devices(requested())
+            function = requested()
+            extra["placement"]["requested_op_devices"] = placement.requested_op_devices(function)
+            extra["step_collective_ops"] = placement.collective_ops(function)
         return [Measurement(self.task.role, self.task.index,
                             self.config.batch_size * self.local_replicas, timings, extra)]

@@ -173,6 +173,20 @@ def placer_log_devices(log_path: str) -> Dict[str, int]:
     return dict(counts)
 
 
+_COLLECTIVE = re.compile(r"Collective|AllReduce|Allreduce|Allgather|Broadcast", re.IGNORECASE)
+
+
+def collective_ops(concrete_function) -> int:
+    """Cross-replica communication ops in a step's function graph (nested graphs included):
+    a forward step must have none, for every strategy alike."""
+    count, graphs = 0, [concrete_function.graph]
+    while graphs:
+        graph = graphs.pop()
+        count += sum(1 for op in graph.get_operations() if _COLLECTIVE.search(op.type))
+        graphs += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
+    return count
+
+
 def variable_devices(variables) -> Dict[str, int]:
     counts: Dict[str, int] = collections.Counter()
     for v in variables:

@@ -52,3 +52,14 @@ def test_hard_placement_pins_every_op_of_the_traced_step(logdir, strategy):
     assert requested and "unplaced" not in requested, requested  # TF2 drops outer scopes when tracing
     assert placed["op_devices_source"] == "run_metadata" and set(placed["op_devices"]) == {"CPU:0"}
     assert placed["hard_and_soft_can_differ"] is False and "cannot differ" in placed["note"]
+
+
+@pytest.mark.parametrize("mode", ["forward", "train"])
+def test_forward_steps_never_communicate_between_workers(logdir, mode):
+    """MWMS used to all-reduce the loss in forward mode while Horovod did not."""
+    _, run = run_tiny(logdir, f"mwms_{mode}", "--strategy=multi_worker_mirrored", "--num_workers=2", f"--mode={mode}")
+    for name, record in task_records(run).items():
+        if mode == "forward":
+            assert record["step_collective_ops"] == 0, name
+        else:  # the gradients' all-reduce is the strategy's own
+            assert record["step_collective_ops"] > 0, name
