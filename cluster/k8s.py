@@ -1,8 +1,8 @@
 """`python -m cluster.k8s <tfbench flags> --out_dir=DIR`: Kubernetes manifests for a run's cluster.
 
 Two alternatives for the same topology, each a self-contained YAML file:
-- tfjob.yaml: a Kubeflow TFJob (kubeflow.org/v1) with Chief / PS / Worker / Evaluator replica
-  specs; the training operator sets each pod's TF_CONFIG and tasks read it with
+- tfjob.yaml: a Kubeflow TFJob (kubeflow.org/v1) with Chief / PS / Worker replica specs (tfbench
+  runs no evaluator); the training operator sets each pod's TF_CONFIG and tasks read it with
   TFConfigClusterResolver (`python -m tfbench.task --task tf_config`).
 - indexed-job.yaml: for clusters without Kubeflow (its newer trainer dropped TensorFlow): an
   Indexed Job plus a headless Service; pod i is the plan's task i, reachable as
@@ -40,7 +40,7 @@ flags.DEFINE_string("pvc", "tfbench-runs", "ReadWriteMany PersistentVolumeClaim 
 PORT = 2222
 RUNS = "/runs"
 CONFIG_MOUNT = "/etc/tfbench"
-REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
+REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,8 +46,7 @@ def from_resolver(plan: ClusterPlan, resolver, cpus: int) -> TaskSpec:
     cluster = resolver.cluster_spec().as_dict()
     role, index = resolver.task_type, int(resolver.task_id)
     planned = plan.task(f"{role}_{index}")
-    # An evaluator is outside the cluster spec and serves no port.
-    host, _, port = cluster[role][index].rpartition(":") if role in cluster else (socket.gethostname(), "", "0")
+    host, _, port = cluster[role][index].rpartition(":")
     intra, inter = cores_lib.thread_counts(range(max(1, cpus)), planned.intra_threads, planned.inter_threads)
     if planned.service:
         inter = max(inter, 2)

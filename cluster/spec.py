@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    role: str  # "worker", "chief", "ps" or "evaluator"
+    role: str  # "worker", "chief" or "ps"
     index: int
     host: str
     port: int = 0  # 0: the task serves no port
@@ -24,6 +24,7 @@ class TaskSpec:
     service: bool = False  # serves until stopped (parameter-server strategy's ps and workers)
     measures: bool = True  # runs timed steps and reports progress
     horovod_rank: int = -1  # >= 0 for Horovod ranks
+    shares_cores_with: Tuple[str, ...] = ()  # other tasks pinned to any of this task's cores
 
     @property
     def name(self) -> str:
@@ -43,12 +44,14 @@ class TaskSpec:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["cores"] = list(self.cores)
+        d["shares_cores_with"] = list(self.shares_cores_with)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TaskSpec":
         d = dict(d)
         d["cores"] = tuple(d.get("cores", ()))
+        d["shares_cores_with"] = tuple(d.get("shares_cores_with", ()))
         return cls(**d)
 
 

@@ -64,7 +64,8 @@ class StrategyAdapter(abc.ABC):
         return self.strategy.scope()
 
     def device_scope(self):
-        """Explicit device scope; a no-op for strategies that place by themselves."""
+        """Explicit device scope, entered around variable creation and inside the traced step;
+        a no-op for strategies that pin each replica to its own device themselves."""
         from tfbench.tf_import import tf
 
         return tf.device(self.device)
@@ -105,6 +106,9 @@ class StrategyAdapter(abc.ABC):
             "model": self.config.model,
             "mode": self.config.mode,
             "precision": self.config.precision,
+            "step_label": "own step",
+            "step_definition": "this task's step, start to result on the host (a synchronous rank's "
+                               "view of the global step)",
         }
 
 
@@ -127,11 +131,18 @@ class SyncAdapter(StrategyAdapter):
                 return steps.train(model, optimizer, images, labels, global_batch)
             return steps.forward(model, images) / strategy.num_replicas_in_sync
 
+        device_scope = self.device_scope
+
         @tf.function(jit_compile=config.xla or None)
         def step(batch):
-            per_replica = strategy.run(replica_step, args=(batch,))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            # Inside the traced function: TF2 keeps no outer device scope while tracing.
+            with device_scope():
+                per_replica = strategy.run(replica_step, args=(batch,))
+            # This task's replicas only: no collective beyond the strategy's own gradient
+            # all-reduce, so forward steps never synchronise workers (like Horovod's).
+                return tf.add_n(list(strategy.experimental_local_results(per_replica)))
 
+        self.step_function = lambda: step.get_concrete_function(values)
         return lambda: step(values).numpy()
 
     def _replica_batch(self, shard: int):
@@ -156,5 +167,10 @@ class SyncAdapter(StrategyAdapter):
             timings = benchmark.run_steps(step, self.config, reporter, profiler, first_warmup=probe)
         extra = dict(self.summary())
         extra["placement"] = probe.report(self.config, self.device, self.model.variables)
+        requested = getattr(self, "step_function", None)
+        if requested is not None:
+            function = requested()
+            extra["placement"]["requested_op_devices"] = placement.requested_op_devices(function)
+            extra["step_collective_ops"] = placement.collective_ops(function)
         return [Measurement(self.task.role, self.task.index,
                             self.config.batch_size * self.local_replicas, timings, extra)]

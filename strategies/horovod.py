@@ -49,13 +49,17 @@ class HorovodAdapter(SyncAdapter):
         def wrap(tape):
             return hvd.DistributedGradientTape(tape, compression=compression)
 
+        device = self.device
+
         @tf.function(jit_compile=config.xla or None)
         def step(images, labels):
-            if config.mode == "train":
-                # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
-                return steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
-            return steps.forward(model, images)
+            with tf.device(device):  # inside the traced function, where it pins every op
+                if config.mode == "train":
+                    # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
+                    return steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
+                return steps.forward(model, images)
 
+        self.step_function = lambda: step.get_concrete_function(images, labels)
         return lambda: step(images, labels).numpy()
 
     def summary(self):

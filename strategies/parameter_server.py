@@ -5,15 +5,15 @@ schedules every step onto whichever worker is free. Variables live on the ps tas
 across them with more than one ps).
 
 - asynchronous (--ps_sync=false, TF2's native mode): every scheduled step applies its own
-  gradients. A "step" of the run is one round of num_workers scheduled steps, so the run performs
-  workers x steps updates.
-- synchronous (--ps_sync=true): one update per global step. Each worker's scheduled step adds its
-  gradients, scaled for the global batch, into accumulators on the ps; after all have
-  contributed, one scheduled step applies the accumulated (averaged) gradient and clears it.
+  gradients. A cluster step is one round of N scheduled steps (N updates, DESIGN.md); each
+  worker's record holds its own update times, labelled as such.
+- synchronous (--ps_sync=true, train only): one update per global step, aggregated and applied
+  on the ps tasks (strategies.ps_sync); each worker's record holds its gradient closures and
+  its wait for the rest of the global step.
 
 Timing: inside each scheduled function (tf.timestamp on the worker, the same wall clock as the
-rest of tfbench) and on the coordinator (when a round or global step completed). The coordinator
-writes one task record per worker from the worker-side times, plus its own.
+rest of tfbench) and on the coordinator, whose series is the cluster's (one sample per global
+step). The coordinator writes one task record per worker from the worker-side times, plus its own.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def serve(task, intra_threads: int, inter_threads: int, on_ready) -> None:
     """A ps or worker task: a gRPC server that the coordinator drives; returns never."""
     from tfbench.tf_import import tf
 
+    placement.line_buffered_c_stdout()  # its placer's lines are the coordinator's evidence
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_threads,
                                               inter_op_parallelism_threads=inter_threads)
@@ -67,6 +68,10 @@ class ParameterServerAdapter(StrategyAdapter):
     def make_strategy(self):
         from tfbench.tf_import import tf
 
+        # The remote contexts the strategy creates on workers and ps take this context's config:
+        # their placers then log where every op of every function landed, into each task's log:
+        # the runtime placement (placement.placer_log_devices), not the requested devices.
+        tf.debugging.set_log_device_placement(True)
         num_ps = len(self.plan.cluster_spec.get("ps", []))
         partitioner = None
         if num_ps > 1:
@@ -112,29 +117,23 @@ class ParameterServerAdapter(StrategyAdapter):
 
         return iter(self.coordinator.create_per_worker_dataset(per_worker_dataset_fn))
 
-    def _functions(self):
-        """(worker_step, apply_step) tf.functions; apply_step is None unless synchronous."""
+    def _async_step(self):
+        """The scheduled function of asynchronous training (or forward passes): one update."""
         from tfbench.tf_import import tf
 
         config, model, optimizer, strategy = self.config, self.model, self.optimizer, self.strategy
-        sync = config.ps_sync and config.mode == "train"
         variables = model.trainable_variables
-        if sync:
-            with strategy.scope():
-                self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False, name="grad_accumulator")
-                                     for v in variables]
-        global_batch = config.batch_size * (self.num_workers if sync else 1)
+
+        device = self.device
 
         def replica_fn(images, labels):
-            if config.mode == "forward":
-                return steps.forward(model, images)
-            if not sync:
-                loss = steps.train(model, optimizer, images, labels, global_batch)
-                return settled(loss, variables)
-            loss, grads = steps.gradients(model, images, labels, global_batch)
-            for acc, g in zip(self.accumulators, grads):
-                acc.assign_add(g)
-            return settled(loss, self.accumulators)
+            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
+                if config.mode == "forward":
+                    value = steps.forward(model, images)
+                else:
+                    value = steps.train(model, optimizer, images, labels, config.batch_size)
+            # outside the partial device spec: a function's outputs must name exactly one device
+            return settled(value, variables) if config.mode == "train" else tf.identity(value)
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator):
@@ -144,69 +143,80 @@ class ParameterServerAdapter(StrategyAdapter):
                 value = strategy.run(replica_fn, args=(images, labels))
             with tf.control_dependencies([value]):
                 end = tf.timestamp()
-            return value, start, end, shard
+            return value, start, end, shard, tf.constant(True)
 
-        apply_step = None
-        if sync:
-            def apply_fn():
-                optimizer.apply_gradients(zip([tf.identity(a) for a in self.accumulators], variables))
-                for acc in self.accumulators:  # ordered after the reads above (same resource)
-                    acc.assign(tf.zeros_like(acc))
-                return settled(tf.identity(optimizer.iterations), variables + self.accumulators)
+        return worker_step
 
-            @tf.function
-            def apply_step():
-                start = tf.timestamp()
-                with tf.control_dependencies([start]):
-                    iterations = strategy.run(apply_fn)  # the optimizer needs a replica context
-                with tf.control_dependencies([iterations]):
-                    end = tf.timestamp()
-                return start, end
+    def _measuring(self) -> None:
+        """Between warm-up and the measured steps: count updates from here; the coordinator's
+        own op logging stops (the remote placers logged their placements while warming up)."""
+        from tfbench.tf_import import tf
 
-        return worker_step, apply_step
+        self.updates_before = self._iterations()
+        tf.debugging.set_log_device_placement(self.config.log_device_placement)
+
+    def _iterations(self) -> int:
+        return int(self.optimizer.iterations.numpy()) if self.config.mode == "train" else 0
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
         self.build_model()
         self.initial_weights = self.weights()
         iterator = self._dataset()
-        worker_step, apply_step = self._functions()
-        self.worker_step = worker_step
-        rounds = self._run_sync if apply_step is not None else self._run_async
-        closures, applies, coordinator_steps = rounds(iterator, worker_step, apply_step, reporter, profiler)
-        return self._measurements(closures, applies, coordinator_steps)
+        if self.sync:
+            from strategies.ps_sync import SyncOnPs
 
-    def _run_sync(self, iterator, worker_step, apply_step, reporter, profiler):
-        """Global step = every worker's gradients accumulated, then one apply; timed end to end."""
-        config, n, schedule = self.config, self.num_workers, self.coordinator.schedule
-        closures, applies, coordinator_steps = [], [], []
+            self.sync_step = SyncOnPs(self.strategy, self.coordinator, self.model, self.optimizer,
+                                      self.config, self.num_workers, self.device)
+            self.worker_step = self.sync_step.worker_step
+            closures, coordinator_steps = self._run_sync(iterator, reporter, profiler)
+        else:
+            self.worker_step = self._async_step()
+            closures, coordinator_steps = self._run_async(iterator, reporter, profiler)
+        return self._measurements(closures, coordinator_steps)
+
+    @property
+    def sync(self) -> bool:
+        return self.config.ps_sync and self.config.mode == "train"
+
+    def _run_sync(self, iterator, reporter, profiler):
+        """Global step = one gradient from every worker accumulated on the ps, then the update
+        applied on the ps (strategies.ps_sync); timed end to end by the coordinator."""
+        config = self.config
+        closures, coordinator_steps = [], []
+        self.waits: Dict[int, List[float]] = collections.defaultdict(list)
+        self.skipped, self.apply_s = 0, []
         for i in range(config.total_steps):
+            if i == config.num_warmup_steps:
+                self._measuring()
             if profiler:
                 profiler.before(i)
-            start_wall, t0 = time.time(), time.perf_counter()
-            grads = [schedule(worker_step, args=(iterator,)) for _ in range(n)]
-            self.coordinator.join()
-            applied = schedule(apply_step)
-            self.coordinator.join()
-            results, apply_times = [rv.fetch() for rv in grads], applied.fetch()
-            timing = StepTiming(start_wall, time.perf_counter() - t0)
+            step = self.sync_step.run_step(iterator, i)
+            timing = StepTiming(step.start_wall, step.duration_s)
             if profiler:
                 profiler.after(i)
-            self.shards_used.append([int(r[3]) for r in results])
+            self.shards_used.append(sorted(c[3] for c in step.closures))
             measured = i >= config.num_warmup_steps
             if measured:
-                closures += results
-                applies.append(apply_times)
+                from strategies.ps_sync import worker_waits
+
+                closures += step.closures
                 coordinator_steps.append(timing)
+                self.skipped += step.skipped
+                self.apply_s.append(step.apply_s)
+                for worker, wait in worker_waits(step):
+                    self.waits[worker].append(wait)
             if reporter:
                 reporter.step_done(i, timing, measured)
-        return closures, applies, coordinator_steps
+        return closures, coordinator_steps
 
-    def _run_async(self, iterator, worker_step, apply_step, reporter, profiler):
+    def _run_async(self, iterator, reporter, profiler):
         """Warm-up rounds, then all measured rounds queued at once so no worker waits for another;
         a round's coordinator time runs from the previous round's completion to its own."""
-        config, n, schedule = self.config, self.num_workers, self.coordinator.schedule
+        config, n, schedule, worker_step = self.config, self.num_workers, self.coordinator.schedule, self.worker_step
         for phase_start, phase_end in ((0, config.num_warmup_steps), (config.num_warmup_steps, config.total_steps)):
+            if phase_start == config.num_warmup_steps:
+                self._measuring()
             start_wall, t0 = time.time(), time.perf_counter()
             queued = [[schedule(worker_step, args=(iterator,)) for _ in range(n)]
                       for _ in range(phase_start, phase_end)]
@@ -228,40 +238,76 @@ class ParameterServerAdapter(StrategyAdapter):
                 if reporter:
                     reporter.step_done(i, timing, measured)
             self.coordinator.join()
-        return closures, [], coordinator_steps
+        return closures, coordinator_steps
 
-    def _measurements(self, closures, applies, coordinator_steps) -> List[Measurement]:
-        """One Measurement per worker (worker-side times) plus the coordinator's own."""
+    def _measurements(self, closures, coordinator_steps) -> List[Measurement]:
+        """One Measurement per worker (worker-side times) plus the coordinator's own, which is
+        the cluster's step series (one sample per global step, or per round of N updates)."""
         by_worker: Dict[int, List[StepTiming]] = collections.defaultdict(list)
-        for _, start, end, shard in closures:
+        for _, start, end, shard, _ in closures:
             by_worker[int(shard)].append(StepTiming(float(start), float(end) - float(start)))
-        apply_end = max((float(e) for _, e in applies), default=0.0)
         base = dict(self.summary())
-        base["ps_sync"] = self.config.ps_sync
+        base["ps_sync"] = self.sync
         base["num_ps"] = len(self.plan.cluster_spec.get("ps", []))
+        sync, train = self.sync, self.config.mode == "train"
         out = []
+        last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
         for worker, timings in sorted(by_worker.items()):
             timings.sort(key=lambda t: t.start_wall)
-            extra = dict(base, step_time_source="worker tf.timestamp inside the scheduled function")
-            last_end = timings[-1].start_wall + timings[-1].duration_s
-            extra["window_end"] = max(last_end, apply_end)  # a sync step ends when applied
+            if sync:
+                extra = dict(base, step_label="gradient push",
+                             step_definition="this worker's gradient closure (tf.timestamp on the worker): "
+                                             "pull weights, compute, add the gradient into the ps accumulators",
+                             wait_s=self.waits.get(worker, []),
+                             window_end=last_global_end)  # its images count once the update is applied
+            else:
+                extra = dict(base, step_label="update" if train else "forward",
+                             step_definition="one asynchronous update of this worker (tf.timestamp on the "
+                                             "worker): pull weights, compute, push the update"
+                             if train else "one forward pass of this worker (tf.timestamp on the worker)")
+            extra["placement"] = self._placement("worker", worker)
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
-        chief = dict(base, counts_toward_cluster=False,
-                     step_time_source="coordinator: schedule to completion of each round/global step",
-                     updates=int(self.optimizer.iterations.numpy()) if self.config.mode == "train" else 0,
+        updates_after = self._iterations()
+        chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
+                     step_label="global step" if sync else f"{self.num_workers} updates",
+                     step_definition=(
+                         "global step (coordinator): one gradient from every worker accumulated on the ps, "
+                         "then the update applied on the ps; from scheduling to the update applied" if sync else
+                         f"{self.num_workers} {'updates' if train else 'forward passes'} (coordinator): one round "
+                         f"of {self.num_workers} scheduled steps, from the previous round's completion to its own"),
+                     updates=updates_after - getattr(self, "updates_before", 0),
+                     updates_counted="measured window only",
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
-                     apply_step_s=[float(e) - float(s) for s, e in applies],
-                     placement=placement.report(
-                         self.config, "strategy-placed", self._step_op_devices(),
-                         placement.variable_devices(self.model.variables), "function graph (requested devices)",
-                         "steps run on whichever worker the coordinator picks: 'worker' counts the ops "
-                         "left to it, ps entries the variable ops pinned to the ps tasks"))
+                     placement=self._placement("chief", 0))
+        if sync:
+            chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
+                         update_location="ps (accumulators and update on the ps tasks)")
         out.append(Measurement("chief", 0, self.config.batch_size * self.num_workers, coordinator_steps, chief))
         return out
 
+    def _placement(self, role: str, index: int) -> dict:
+        """Where the ops of `role`_`index` ran, from its runtime's placer log; the coordinator's
+        record also holds each ps's (the sync update runs there) and the requested devices."""
+        name = f"{role}_{index}"
+        if role == "chief":
+            placement.flush_c_stdout()
+        logs = getattr(self, "run_dir", None)
+        log = logs.task_log(name) if logs is not None else ""
+        report = placement.report(
+            self.config, self.device if role == "worker" else "strategy-placed",
+            placement.placer_log_devices(log) if log else {},
+            placement.variable_devices(self.model.variables), f"placer log of {name} (runtime placement)",
+            None if log else "no run directory: the placer logs could not be read")
+        report["requested_op_devices"] = self._step_op_devices()
+        if role == "chief" and logs is not None:
+            report["ps_op_devices"] = {
+                t.name: placement.placer_log_devices(logs.task_log(t.name))
+                for t in self.plan.tasks if t.role == "ps"}
+        return report
+
     def _step_op_devices(self) -> Dict[str, int]:
-        """Ops of the traced worker step per requested device; run metadata cannot see remote
-        execution, so the function graph is what the coordinator can report."""
+        """Ops of the traced worker step per requested device (what the code asked for; the
+        placer logs say where they ran)."""
         counts: Dict[str, int] = collections.Counter()
         for function in self.worker_step._list_all_concrete_functions():  # noqa: SLF001 - no public lister
             for device, n in placement.requested_op_devices(function).items():
@@ -269,12 +315,17 @@ class ParameterServerAdapter(StrategyAdapter):
         return dict(counts)
 
     def write_worker_events(self, run, measurements: List[Measurement]) -> None:
-        """The workers run no Python loop of their own: the coordinator writes their perf series."""
+        """The workers run no Python loop of their own: the coordinator writes their perf series
+        (their own update or gradient-push times), on the run's shared step axis."""
+        from tfbench import timeline
+
+        origin = timeline.origin(run.path)
         for m in measurements:
             if m.role != "worker":
                 continue
             with EventWriter(run.task_tb(f"worker_{m.index}"), suffix=".perf") as events:
-                for k, t in enumerate(m.timings):
+                for t in m.timings:
+                    end = t.start_wall + t.duration_s
                     events.scalars({"perf/step_time_ms": t.duration_s * 1e3,
                                     "perf/images_per_sec": m.images_per_step / t.duration_s},
-                                   step=k, wall_time=t.start_wall + t.duration_s)
+                                   step=timeline.step_ms(origin, end), wall_time=end)

@@ -30,6 +30,8 @@ def configure_runtime(config, intra_threads: int, inter_threads: int, num_local_
         tf.config.threading.set_inter_op_parallelism_threads(inter_threads)
     if config.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
+    for gpu in gpus():  # the plan gives each task its own GPU; take its memory as needed
+        tf.config.experimental.set_memory_growth(gpu, True)
     tf.config.set_soft_device_placement(config.placement == "soft")
     if config.log_device_placement:
         tf.debugging.set_log_device_placement(True)
@@ -107,12 +109,82 @@ def capture_op_devices(run_step: Callable[[], object]) -> Dict[str, int]:
     return dict(counts)
 
 
+WITH_VARIABLE = "with its variable"
+# Function inputs and the function's own bookkeeping are created outside the step's body.
+_BOUNDARY_OPS = {"Placeholder", "_Arg", "_Retval", "NoOp", "Identity"}
+
+
 def requested_op_devices(concrete_function) -> Dict[str, int]:
-    """Ops per requested device in a function graph (used where run metadata cannot see)."""
+    """Ops of the step's body per requested device in its function graph, nested functions
+    (tf.cond branches, while bodies) included: what the code pinned, not where ops ran."""
     counts: Dict[str, int] = collections.Counter()
-    for op in concrete_function.graph.get_operations():
-        counts[short_device(op.device)] += 1
+    graphs = [concrete_function.graph]
+    while graphs:
+        graph = graphs.pop()
+        for op in graph.get_operations():
+            if op.type in _BOUNDARY_OPS:
+                continue
+            if not op.device and any(t.dtype.name == "resource" for t in op.inputs):
+                counts[WITH_VARIABLE] += 1  # TensorFlow runs ops on a resource where it lives
+            else:
+                counts[short_device(op.device)] += 1
+        graphs += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
     return dict(counts)
+
+
+def line_buffered_c_stdout() -> None:
+    """TensorFlow's placer prints with C stdio, block-buffered into a task's log file: line
+    buffering lets another task read the placement while this one still runs."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), None, 1, 0)  # 1 = _IOLBF
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def flush_c_stdout() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
+_PLACER_LINE = re.compile(r"^(\S+): \((\w+)\): (/job:\S+)$")
+
+
+def placer_log_devices(log_path: str) -> Dict[str, int]:
+    """Ops per device as a task's runtime placed them, from the lines its placer prints with
+    log_device_placement on ("name: (OpType): /job:worker/replica:0/task:0/device:CPU:0"): the
+    evidence for tasks whose steps run remotely, where run metadata cannot see. Empty when the
+    log is not on this machine."""
+    counts: Dict[str, int] = collections.Counter()
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = _PLACER_LINE.match(line.strip())
+                if m and m.group(2) not in _BOUNDARY_OPS:
+                    counts[short_device(m.group(3))] += 1
+    except OSError:
+        return {}
+    return dict(counts)
+
+
+_COLLECTIVE = re.compile(r"Collective|AllReduce|Allreduce|Allgather|Broadcast", re.IGNORECASE)
+
+
+def collective_ops(concrete_function) -> int:
+    """Cross-replica communication ops in a step's function graph (nested graphs included):
+    a forward step must have none, for every strategy alike."""
+    count, graphs = 0, [concrete_function.graph]
+    while graphs:
+        graph = graphs.pop()
+        count += sum(1 for op in graph.get_operations() if _COLLECTIVE.search(op.type))
+        graphs += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
+    return count
 
 
 def variable_devices(variables) -> Dict[str, int]:
@@ -128,19 +200,29 @@ def report(config, device: str, op_devices: Dict[str, int], var_devices: Dict[st
     """What the task records about placement, so comparisons can show what soft placement did."""
     used = {d.split("/")[-1].split(":")[0] for d in op_devices if d != "unplaced"}
     fallback = config.device == "gpu" and "GPU" not in used and bool(op_devices)
+    visible = len(gpus())
     out = {
         "placement": config.placement,
         "requested_device": config.device,
         "device_scope": device,
-        "gpus_visible": len(gpus()),
+        "gpus_visible": visible,
+        # with no GPU every op can only run on the CPU: hard and soft placement cannot differ
+        "hard_and_soft_can_differ": visible > 0,
         "op_devices": op_devices,
         "op_devices_source": source,
         "variable_devices": var_devices,
         "fallback_to_cpu": fallback,
     }
-    if note:
-        out["note"] = note
+    notes = [note] if note else []
+    if not visible:
+        notes.append(CPU_ONLY_NOTE)
+    if notes:
+        out["note"] = "; ".join(notes)
     return out
+
+
+CPU_ONLY_NOTE = ("CPU-only: no GPU visible, so every op runs on the CPU and hard and soft placement "
+                 "cannot differ")
 
 
 class PlacementProbe:

@@ -1,6 +1,8 @@
 """Aggregation is real: from the same initial weights and data, one synchronous distributed
 training step leaves the weights equal to one single-device step on the concatenated global
-batch. Each run saves its initial and final weights and the data shards of its step."""
+batch. Each run saves its initial and final weights and the data shards of its step. A run
+has at least one warm-up step, so the runs make two steps on the same global batch (the
+synthetic data repeats) and the reference makes the same two."""
 import json
 import os
 
@@ -11,11 +13,11 @@ from tfrun import run_tiny
 
 pytestmark = pytest.mark.slow
 
-ONE_STEP = ["--num_warmup_steps=0", "--num_steps=1", "--batch_size=4", "--image_size=16"]
+TWO_STEPS = ["--num_warmup_steps=1", "--num_steps=1", "--batch_size=4", "--image_size=16"]
 
 
-def single_device_step(config_dict, initial, shards):
-    """The reference: tfbench's own step on one device over the shards' batches, concatenated."""
+def single_device_step(config_dict, initial, shards, steps_run=2):
+    """The reference: tfbench's own steps on one device over the shards' batches, concatenated."""
     from tfbench import steps
     from tfbench.config import RunConfig
     from tfbench.data import batch_for
@@ -31,7 +33,8 @@ def single_device_step(config_dict, initial, shards):
     batches = [batch_for(config, config.batch_size, int(s)) for s in shards]
     images = tf.concat([b[0] for b in batches], axis=0)
     labels = tf.concat([b[1] for b in batches], axis=0)
-    steps.train(model, optimizer, images, labels, global_batch_size=int(images.shape[0]))
+    for _ in range(steps_run):
+        steps.train(model, optimizer, images, labels, global_batch_size=int(images.shape[0]))
     return [v.numpy() for v in model.trainable_variables]
 
 
@@ -43,7 +46,7 @@ def single_device_step(config_dict, initial, shards):
 ], ids=["mwms", "horovod", "ps_sync", "mirrored"])
 def test_one_sync_step_equals_a_single_device_step_on_the_global_batch(logdir, tmp_path, flags):
     dump = str(tmp_path / "weights.npz")
-    _, run = run_tiny(logdir, "agg", *flags, *ONE_STEP, env={"TFBENCH_DUMP_WEIGHTS": dump})
+    _, run = run_tiny(logdir, "agg", *flags, *TWO_STEPS, env={"TFBENCH_DUMP_WEIGHTS": dump})
     with open(os.path.join(run, "config.json")) as f:
         config = json.load(f)
     saved = np.load(dump)

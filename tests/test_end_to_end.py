@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from tfbench import timeline
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
 pytestmark = pytest.mark.slow
@@ -32,7 +33,10 @@ def test_default_run_writes_records_events_and_table(logdir):
 
     events = scalars(os.path.join(run, "tb", "worker_0"))
     step_ms = events["perf/step_time_ms"]
-    assert [e.step for e in step_ms] == [0, 1, 2]
+    # the run's one step axis: milliseconds since the run began, at each step's end
+    origin = timeline.origin(run)
+    ends = [s + t for s, t in zip(worker["step_start_wall"], worker["step_times_s"])]
+    assert [e.step for e in step_ms] == [timeline.step_ms(origin, end) for end in ends]
     assert [e.value for e in step_ms] == pytest.approx([t * 1e3 for t in worker["step_times_s"]], rel=1e-5)
     assert len(events["perf/images_per_sec"]) == 3
     assert {"sys/cpu_percent", "sys/rss_mb", "sys/net_tx_mb_total"} <= set(events)

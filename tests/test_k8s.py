@@ -15,7 +15,7 @@ from conftest import run_cli
 from tfbench.config import RunConfig
 
 TARGET = k8s.Target(image="registry.example/tfbench:1", workdir="/tfbench", namespace="bench", pvc="runs-rwx")
-PS = RunConfig(model="tiny", image_size=16, strategy="parameter_server", num_workers=2, num_ps=2, evaluator=True,
+PS = RunConfig(model="tiny", image_size=16, strategy="parameter_server", num_workers=2, num_ps=2,
                cores_per_worker=2, run_id="PS_Run.1", logdir="/runs")
 MWMS = RunConfig(model="tiny", image_size=16, strategy="multi_worker_mirrored", num_workers=3, run_id="mwms",
                  logdir="/runs")
@@ -40,13 +40,12 @@ def plan_in(config_map) -> ClusterPlan:
 
 def operator_tf_config(job, replica_type, index):
     """TF_CONFIG as Kubeflow's training operator sets it: one <job>-<type>-<i>.<ns>.svc:<port> per
-    replica of every type but Evaluator, and the pod's own type (lower case) and index."""
+    replica of every type, and the pod's own type (lower case) and index."""
     name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
     cluster = {}
     for rtype, spec in job["spec"]["tfReplicaSpecs"].items():
         port = spec["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
-        if rtype != "Evaluator":
-            cluster[rtype.lower()] = [f"{name}-{rtype.lower()}-{i}.{ns}.svc:{port}" for i in range(spec["replicas"])]
+        cluster[rtype.lower()] = [f"{name}-{rtype.lower()}-{i}.{ns}.svc:{port}" for i in range(spec["replicas"])]
     return {"cluster": cluster, "task": {"type": replica_type.lower(), "index": index}}
 
 
@@ -56,7 +55,7 @@ def test_tfjob_structure_and_operator_tf_config(config, resolver_for):
     assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "TFJob")
     assert job["metadata"]["name"] == k8s.k8s_name(config.run_id) and job["metadata"]["namespace"] == "bench"
     specs = job["spec"]["tfReplicaSpecs"]
-    expected = {"Chief": 1, "Worker": 2, "PS": 2, "Evaluator": 1} if config is PS else {"Worker": 3}
+    expected = {"Chief": 1, "Worker": 2, "PS": 2} if config is PS else {"Worker": 3}
     assert {k: v["replicas"] for k, v in specs.items()} == expected
     plan = plan_in(config_map)
     for rtype, spec in specs.items():
@@ -72,9 +71,8 @@ def test_tfjob_structure_and_operator_tf_config(config, resolver_for):
             resolver = resolver_for(operator_tf_config(job, rtype, i))
             task = resolved_task.from_resolver(plan, resolver, cpus=int(cpus))
             assert (task.role, task.index) == (rtype.lower(), i)
-            if rtype != "Evaluator":
-                assert task.host == f"{job['metadata']['name']}-{rtype.lower()}-{i}.bench.svc" and task.port == 2222
-                assert resolver.cluster_spec().as_dict() == plan.cluster_spec
+            assert task.host == f"{job['metadata']['name']}-{rtype.lower()}-{i}.bench.svc" and task.port == 2222
+            assert resolver.cluster_spec().as_dict() == plan.cluster_spec
             assert task.intra_threads == int(cpus)
 
 
@@ -93,11 +91,10 @@ def test_indexed_job_tf_config_from_pod_index(config, resolver_for):
     for i, planned in enumerate(plan.tasks):
         resolver = resolver_for(tf_config_for_index(plan, i))
         assert (resolver.task_type, resolver.task_id) == (planned.role, planned.index)
-        if planned.role != "evaluator":
-            own = resolver.cluster_spec().as_dict()[planned.role][planned.index]
-            assert own == f"{name}-{i}.{name}.bench.svc:2222"
-    if config is PS:  # ps and workers never exit: the Job succeeds when the chief and evaluator do
-        finishing = [str(i) for i, t in enumerate(plan.tasks) if t.role in ("chief", "evaluator")]
+        own = resolver.cluster_spec().as_dict()[planned.role][planned.index]
+        assert own == f"{name}-{i}.{name}.bench.svc:2222"
+    if config is PS:  # ps and workers never exit: the Job succeeds when the chief does
+        finishing = [str(i) for i, t in enumerate(plan.tasks) if t.role == "chief"]
         assert spec["successPolicy"] == {"rules": [{"succeededIndexes": ",".join(finishing)}]}
     else:
         assert "successPolicy" not in spec

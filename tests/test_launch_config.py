@@ -32,7 +32,6 @@ BAD = [
     (dict(launcher="slurm", strategy="multi_worker_mirrored", num_workers=2, slurm_nodes=3),
      "--slurm_nodes=3 is more nodes than the run's 2 tasks"),
     (dict(launcher="slurm", strategy="horovod", num_workers=3, slurm_nodes=2), "must be a multiple of --slurm_nodes=2"),
-    (dict(launcher="slurm", strategy="parameter_server", evaluator=True), "--evaluator is not supported"),
 ]
 
 

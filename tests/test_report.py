@@ -95,8 +95,29 @@ def test_repeats_are_combined(built):
     point = by_id[("mwms-w1", "mwms-w1-again")]
     assert point.images_per_sec == pytest.approx(36.0)
     assert point.spread == pytest.approx(math.sqrt(32.0))
-    assert point.stats["count"] == 10
+    # repeats give a between-run interval: over the 2 run means, not the 10 pooled steps
+    assert point.stats["count"] == 2 and point.stats["over"] == "run means"
+    assert point.stats["mean_s"] == pytest.approx(0.45)
+    low, high = point.interval
+    half = 12.706205 * math.sqrt(32.0) / math.sqrt(2)  # t(0.975, 1 dof) x s / sqrt(2)
+    assert low == pytest.approx(36.0 - half, rel=1e-5) and high == pytest.approx(36.0 + half, rel=1e-5)
+    single = by_id[("mwms-w2",)]
+    assert single.stats["over"] == "global steps of one run" and single.stats["count"] == 5
     assert len(rep.points) == 5
+
+
+def test_scaling_efficiency_is_refused_across_different_cores_per_worker(tmp_path):
+    root = str(tmp_path)
+    write_run(root, "w1", "multi_worker_mirrored", 1, 0.5, cores=2)
+    write_run(root, "w2", "multi_worker_mirrored", 2, 0.8, cores=1)
+    points = {p.config["scale"]: p for p in aggregate.combine(report.find_runs(root))}
+    assert math.isnan(points[2].efficiency)
+    assert "cores per worker differ" in points[2].efficiency_note
+    same = str(tmp_path / "same")
+    write_run(same, "w1", "multi_worker_mirrored", 1, 0.5, cores=1)
+    write_run(same, "w2", "multi_worker_mirrored", 2, 0.8, cores=1)
+    points = {p.config["scale"]: p for p in aggregate.combine(report.find_runs(same))}
+    assert points[2].efficiency == pytest.approx(40.0 / (2 * 32.0)) and not points[2].efficiency_note
 
 
 def test_rate_interval_carries_the_step_time_ci_over():

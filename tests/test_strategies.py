@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tfbench import timeline
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
 pytestmark = pytest.mark.slow
@@ -20,8 +21,8 @@ CASES = {
                              "--ps_placement=collocated"], ["worker_0", "worker_1"], 2),
     "ps_sync_separate": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=1", "--ps_sync",
                           "--ps_placement=separate"], ["worker_0", "worker_1"], 2),
-    "ps_two_ps_forward_evaluator": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
-                                     "--mode=forward", "--evaluator"], ["worker_0", "worker_1"], 2),
+    "ps_two_ps_forward": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
+                           "--mode=forward"], ["worker_0", "worker_1"], 2),
     "horovod": (["--strategy=horovod", "--num_workers=2", "--horovod_fp16_allreduce"],
                 ["worker_0", "worker_1"], 2),
 }
@@ -64,7 +65,7 @@ def test_async_ps_does_workers_times_steps_updates(logdir):
     tasks = task_records(run)
     chief = tasks["chief_0"]
     assert chief["counts_toward_cluster"] is False
-    assert chief["updates"] == 2 * (WARMUP + STEPS)
+    assert chief["updates"] == 2 * STEPS  # the measured window's updates; warm-up is not counted
     # asynchronous: a closure goes to whichever worker is free, so only the total is fixed
     assert sum(chief["closures_per_worker"].values()) == 2 * STEPS
     # two ps: the variables are spread over both
@@ -73,10 +74,22 @@ def test_async_ps_does_workers_times_steps_updates(logdir):
 
 def test_sync_ps_does_one_update_per_global_step(logdir):
     _, run = run_tiny(logdir, "ps_sync", "--strategy=parameter_server", "--num_workers=2", "--ps_sync")
-    chief = task_records(run)["chief_0"]
-    assert chief["updates"] == WARMUP + STEPS
+    tasks = task_records(run)
+    chief = tasks["chief_0"]
+    assert chief["updates"] == STEPS  # measured window only
     assert chief["closures_per_worker"] == {"0": STEPS, "1": STEPS}
     assert len(chief["apply_step_s"]) == STEPS
+    assert chief["update_location"].startswith("ps")
+    # the cluster's series is the coordinator's global step: one sample per step, not per worker
+    cluster = cluster_record(run)
+    assert cluster["step_times_s"] == chief["step_times_s"] and cluster["stats"]["count"] == STEPS
+    assert "global step" in cluster["step_definition"]
+    for name in ("worker_0", "worker_1"):
+        worker = tasks[name]
+        assert worker["step_label"] == "gradient push" and len(worker["wait_s"]) == STEPS
+        # a worker's record is about the worker, not the coordinator that wrote it
+        assert worker["pid"] != chief["pid"] and worker["pid"] > 0
+        assert worker["cores"] != chief["cores"] or worker["shares_cores_with"]
 
 
 def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
@@ -93,6 +106,13 @@ def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
         if task != "ps_0":
             assert len(events["perf/step_time_ms"]) == STEPS, task
     assert "sys/cpu_percent" in scalars(os.path.join(tb, "workers_mean"))
+    # perf/* and sys/* share one step axis: milliseconds since the run began
+    origin = timeline.origin(run)
+    worker = scalars(os.path.join(tb, "worker_0"))
+    for tag in ("perf/step_time_ms", "sys/cpu_percent"):
+        assert all(abs(e.step - (e.wall_time - origin) * 1000) <= 1 for e in worker[tag]), tag
+    sys_steps = [e.step for e in worker["sys/cpu_percent"]]
+    assert min(sys_steps) <= min(e.step for e in worker["perf/step_time_ms"]) <= max(sys_steps)
     resources = cluster_record(run)["resources"]["tasks"]
     # the ps serves both workers: it receives their gradients
     assert resources["ps_0"]["net_rx_bytes"] > 0 and resources["worker_0"]["net_tx_bytes"] > 0

@@ -191,3 +191,14 @@ def test_cli_runs_the_sweep_then_prints_the_report(tmp_path, fake, monkeypatch):
     proc = subprocess.run([sys.executable, "-m", "tools.sweep", f"--sweep_dir={sweep_dir}", "--batch_size=8",
                            f"--command={shlex.join(command)}"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "different grid" in proc.stderr
+
+
+def test_sweeps_over_cluster_sizes_give_every_point_the_same_cores_per_worker(monkeypatch):
+    from cluster import cores
+
+    monkeypatch.setattr(cores, "available_cores", lambda: (0, 1, 2, 3))
+    Grid = grid_lib.Grid
+    grid = Grid.from_dict({"strategy": ["multi_worker_mirrored"], "num_workers": [1, 2]})
+    assert grid.fixed["cores_per_worker"] == 2  # the 1-worker baseline no longer takes all 4
+    assert "cores_per_worker" not in Grid.from_dict({"num_workers": [1]}).fixed
+    assert Grid.from_dict({"num_workers": [1, 2], "fixed": {"cores_per_worker": 1}}).fixed["cores_per_worker"] == 1

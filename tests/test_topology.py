@@ -51,9 +51,9 @@ def test_multi_worker_mirrored(tmp_path):
 @pytest.mark.parametrize("placement", ["collocated", "separate"])
 def test_parameter_server(tmp_path, placement):
     plan = plan_for(tmp_path, strategy="parameter_server", num_workers=2, num_ps=2, ps_placement=placement,
-                    evaluator=True, cores=(0, 1, 2))
+                    cores=(0, 1, 2))
     names = [t.name for t in plan.tasks]
-    assert names == ["chief_0", "worker_0", "worker_1", "ps_0", "ps_1", "evaluator_0"]
+    assert names == ["chief_0", "worker_0", "worker_1", "ps_0", "ps_1"]
     assert set(plan.cluster_spec) == {"chief", "worker", "ps"}
     assert len(plan.cluster_spec["ps"]) == 2 and len(plan.cluster_spec["worker"]) == 2
     workers = {t.index: t for t in plan.tasks if t.role == "worker"}
@@ -63,15 +63,55 @@ def test_parameter_server(tmp_path, placement):
     assert all(t.inter_threads >= 2 for t in ps + list(workers.values()))
     assert workers[0].intra_threads == len(workers[0].cores)
     assert not plan.task("chief_0").service
-    if placement == "collocated":
-        assert ps[0].cores == workers[0].cores and ps[1].cores == workers[1].cores
-    else:
-        assert ps[0].cores == (2,) and not set(ps[0].cores) & set(workers[0].cores + workers[1].cores)
+    # 3 cores: one per worker, the spare one to ps_0; ps_1 and the coordinator share the workers'
+    assert ps[0].cores == (2,) and not ps[0].shares_cores_with
+    assert ps[1].cores == (0, 1) and set(ps[1].shares_cores_with) == {"worker_0", "worker_1", "chief_0"}
+    assert "ps_1" in workers[0].shares_cores_with and "ps_1" in workers[1].shares_cores_with
+    assert any("ps_1" in w for w in plan.warnings)
     for t in plan.tasks:
-        if t.role == "evaluator":
-            assert t.tf_config["task"] == {"type": "evaluator", "index": 0}
-            continue
         assert resolve(t) == (t.role, t.index, plan.cluster_spec)
+
+
+@pytest.mark.parametrize("placement", ["collocated", "separate"])
+def test_ps_and_coordinator_get_cores_of_their_own_when_the_machine_has_them(tmp_path, placement):
+    """4 cores, 2 workers: each worker, the ps and the coordinator get a core of their own
+    (the collocated ps used to take worker_0's core, so worker_0 ran slower than worker_1)."""
+    plan = plan_for(tmp_path, strategy="parameter_server", num_workers=2, num_ps=1, ps_placement=placement,
+                    cores=(0, 1, 2, 3))
+    cores = {t.name: set(t.cores) for t in plan.tasks}
+    assert cores["worker_0"] == {0} and cores["worker_1"] == {1}
+    assert cores["ps_0"].isdisjoint(cores["worker_0"] | cores["worker_1"])
+    assert cores["chief_0"].isdisjoint(cores["worker_0"] | cores["worker_1"] | cores["ps_0"])
+    assert all(not t.shares_cores_with for t in plan.tasks)
+    assert not plan.warnings
+
+
+def test_one_worker_ps_baseline_keeps_the_ps_off_the_workers_core(tmp_path):
+    plan = plan_for(tmp_path, strategy="parameter_server", num_workers=1, cores_per_worker=1, cores=(0, 1))
+    assert plan.task("worker_0").cores == (0,) and plan.task("ps_0").cores == (1,)
+    # the coordinator has no core left: it shares, and both sides say so
+    assert plan.task("chief_0").cores == (0,) and plan.task("chief_0").shares_cores_with == ("worker_0",)
+    assert plan.task("worker_0").shares_cores_with == ("chief_0",)
+
+
+def test_gpu_plan_gives_each_local_task_its_own_gpu(tmp_path):
+    """What each task would see on a GPU machine: its local index, memory growth on."""
+    mwms = plan_for(tmp_path, strategy="multi_worker_mirrored", num_workers=3, device="gpu", hosts=("a", "b"))
+    seen = {t.name: (t.host, t.env.get("CUDA_VISIBLE_DEVICES")) for t in mwms.tasks}
+    assert seen == {"worker_0": ("a", "0"), "worker_1": ("b", "0"), "worker_2": ("a", "1")}
+    assert all(t.env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" for t in mwms.tasks)
+    hvd = plan_for(tmp_path, strategy="horovod", num_workers=3, device="gpu", hosts=("a", "b"))
+    # horovodrun -H a:2,b:1 puts ranks 0 and 1 on a, rank 2 on b: each rank's GPU is its local rank
+    assert hvd.horovod_hosts == "a:2,b:1"
+    assert [(t.horovod_rank, t.host, t.env["CUDA_VISIBLE_DEVICES"]) for t in hvd.tasks] == [
+        (0, "a", "0"), (1, "a", "1"), (2, "b", "0")]
+    ps = plan_for(tmp_path, strategy="parameter_server", num_workers=2, device="gpu")
+    assert [ps.task(n).env["CUDA_VISIBLE_DEVICES"] for n in ("worker_0", "worker_1", "ps_0", "chief_0")] == [
+        "0", "1", "-1", "-1"]
+    mirrored = plan_for(tmp_path, strategy="mirrored", num_local_devices=2, device="gpu")
+    assert mirrored.tasks[0].env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    cpu = plan_for(tmp_path, strategy="multi_worker_mirrored", num_workers=2)
+    assert all("CUDA_VISIBLE_DEVICES" not in t.env for t in cpu.tasks)
 
 
 def test_separate_ps_on_hosts_of_their_own(tmp_path):

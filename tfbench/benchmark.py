@@ -8,6 +8,7 @@ import time
 from typing import Callable, List, Optional
 
 from cluster import progress
+from tfbench import timeline
 from tfbench.events import EventWriter
 
 
@@ -25,6 +26,7 @@ class Reporter:
         self.images_per_step = images_per_step
         self.events = EventWriter(tb_dir, suffix=".perf")
         self.total = config.total_steps
+        self.origin = timeline.origin(run_dir)
 
     def phase(self, phase: str, step: int = 0) -> None:
         progress.write_progress(self.run_dir, self.task_name, phase, step, self.total)
@@ -32,10 +34,10 @@ class Reporter:
     def step_done(self, i: int, timing: StepTiming, measured: bool) -> None:
         c = self.config
         if measured:
-            k = i - c.num_warmup_steps
+            end = timing.start_wall + timing.duration_s
             self.events.scalars({"perf/step_time_ms": timing.duration_s * 1e3,
                                  "perf/images_per_sec": self.images_per_step / timing.duration_s},
-                                step=k, wall_time=timing.start_wall + timing.duration_s)
+                                step=timeline.step_ms(self.origin, end), wall_time=end)
         self.phase("measure" if measured else "warmup", i + 1)
         if (i + 1) % c.display_every == 0 or i + 1 == self.total:
             label = "measured" if measured else "warm-up"

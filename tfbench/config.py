@@ -99,7 +99,6 @@ class RunConfig:
     ps_sync: bool = False
     hosts: Tuple[str, ...] = ("localhost",)
     base_port: int = 0  # 0: free ports picked on this machine; else ports from here up per host
-    evaluator: bool = False
     all_reduce: str = "auto"
     num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
     horovod_fp16_allreduce: bool = False
@@ -188,7 +187,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.strategy in STRATEGIES, f"--strategy={c.strategy!r} is unknown; choose one of {', '.join(STRATEGIES)}")
     need(c.batch_size > 0, f"--batch_size must be positive (per replica), got {c.batch_size}")
     need(c.num_steps > 0, f"--num_steps must be positive, got {c.num_steps}")
-    need(c.num_warmup_steps >= 0, f"--num_warmup_steps must be 0 or more, got {c.num_warmup_steps}")
+    need(c.num_warmup_steps >= 1, f"--num_warmup_steps must be at least 1 (tracing must not land in a measured "
+                                  f"step), got {c.num_warmup_steps}")
     need(c.num_classes >= 2, f"--num_classes must be at least 2, got {c.num_classes}")
     need(c.learning_rate > 0, f"--learning_rate must be positive, got {c.learning_rate}")
     spec = MODELS[c.model]
@@ -228,7 +228,11 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     if c.strategy != "parameter_server":
         need(c.num_ps == 0, f"--num_ps applies to --strategy=parameter_server only")
         need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
-        need(not c.evaluator, "--evaluator applies to --strategy=parameter_server only")
+    need(not (c.strategy == "parameter_server" and c.placement == "hard"),
+         "--placement=hard is not available with --strategy=parameter_server: its replicas run under a partial "
+         "device (/device:CPU:0) that matches every task of the cluster, which TensorFlow accepts only with soft placement")
+    need(not c.ps_sync or c.mode == "train",
+         "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
     need(c.strategy == "multi_worker_mirrored" or c.all_reduce == "auto",
          "--all_reduce applies to --strategy=multi_worker_mirrored only")
     need(c.strategy == "horovod" or not c.horovod_fp16_allreduce,
@@ -307,9 +311,6 @@ def _check_launch(c: RunConfig) -> None:
     if c.strategy == "horovod" and c.num_workers % c.slurm_nodes:
         raise ConfigError(f"--strategy=horovod on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
                           f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
-    if c.evaluator:
-        raise ConfigError("--evaluator is not supported with --launcher=slurm (the evaluator is outside the "
-                          "cluster spec SlurmClusterResolver builds)")
 
 
 def _check_logdir(logdir: str, run_id: str) -> None:

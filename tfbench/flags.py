@@ -40,7 +40,6 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "num_ps", "Parameter servers (parameter_server only; 0: one)."),
         ("string", "ps_placement", "collocated: each ps shares a worker's host; separate: a host of its own."),
         ("boolean", "ps_sync", "parameter_server: one averaged update per global step instead of asynchronous updates."),
-        ("boolean", "evaluator", "parameter_server: add an evaluator task."),
         ("string", "all_reduce", "multi_worker_mirrored collectives: auto, ring or nccl."),
         ("integer", "num_local_devices",
          "mirrored: replicas on this task; on CPU the CPU is split into that many logical devices."),

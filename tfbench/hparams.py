@@ -20,6 +20,8 @@ from tfbench.events import EventWriter
 from tfbench.rundir import RunDir
 
 IMAGES_PER_SEC = "hparams/cluster_images_per_sec"
+# The mean of the cluster's global step (records.cluster_steps: one sample per global step; async
+# PS: a round of N updates), the same figure as the run table's cluster row.
 STEP_TIME_MS = "hparams/mean_step_time_ms"
 
 
@@ -37,6 +39,7 @@ def hparams_of(config: RunConfig) -> Dict[str, object]:
         "ps_sync": config.ps_sync,
         "precision": config.precision,
         "xla": config.xla,
+        "cores_per_worker": config.cores_per_worker,
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from tfbench import stats
 
@@ -73,19 +73,72 @@ def task_record(*, run_id: str, role: str, index: int, images_per_step: int,
         "window_end": float(step_start_wall[-1] + step_times_s[-1]),
     }
     record.update(extra or {})
+    resources = record.get("resources")
+    if isinstance(resources, dict) and any(isinstance(t, dict) and t.get("series")
+                                           for t in (resources.get("tasks") or {}).values()):
+        record["resources"] = window_resources(record["resources"], start, end, len(series))
     return record
 
 
+def window_resources(summary: dict, start: float, end: float, global_steps: int) -> dict:
+    """The monitor's summary -> figures over the measured window ("tasks", "workers_mean", the
+    window itself) with the whole-process summary kept apart under "whole_process"."""
+    from tfbench.monitor.window import measured_window
+
+    whole = dict(summary)
+    whole["tasks"] = {name: {k: v for k, v in task.items() if k != "series"}
+                      for name, task in summary["tasks"].items()}
+    samples = [s for task in summary["tasks"].values() for s in task.get("series") or ()]
+    window = measured_window(samples, start, end, global_steps)
+    for name, task in whole["tasks"].items():  # every task keeps a row, sampled in the window or not
+        window["tasks"].setdefault(name, {"role": task.get("role")})
+    return {"scope": "measured window (first measured step start to last measured step end)",
+            "tasks": window["tasks"], "workers_mean": window["workers_mean"],
+            "window": {"start": start, "end": end, "global_steps": global_steps},
+            "host": summary.get("host"), "interval_s": summary.get("interval_s"),
+            "network_source": summary.get("network_source"),
+            "whole_process": {"scope": "whole process lives: import, tracing, warm-up and teardown included",
+                              **whole}}
+
+
 def measuring_tasks(records: Iterable[dict]) -> List[dict]:
-    """Task records that processed images in the measured window (not evaluators)."""
+    """Task records that processed images in the measured window (not the coordinator's own view)."""
     return [r for r in records if r.get("kind") == "task" and r.get("counts_toward_cluster", True)]
+
+
+SYNC_GLOBAL_STEP = ("global step: first rank's start to last rank's end of the same step "
+                    "(one sample per step, not one per rank)")
+
+
+def cluster_steps(task_records: Sequence[dict]) -> Tuple[List[float], str, str]:
+    """The cluster's step series, one time per global step, what it measures, and a short label.
+
+    A task that drives the cluster (the parameter-server coordinator) states its own series
+    (`cluster_steps`: sync = gradients from every worker + apply; async = N updates); otherwise
+    every measuring task ran the same synchronous steps and stats.global_steps merges them.
+    """
+    drivers = [r for r in task_records if r.get("kind") == "task" and r.get("cluster_steps")]
+    if drivers:
+        driver = drivers[0]
+        return (list(driver["step_times_s"]), driver.get("step_definition", "coordinator step"),
+                driver.get("step_label", "global step"))
+    tasks = measuring_tasks(task_records)
+    return (stats.global_steps([r["step_start_wall"] for r in tasks], [r["step_times_s"] for r in tasks]),
+            SYNC_GLOBAL_STEP, "global step")
+
+
+def cores_per_worker(task_records: Sequence[dict]) -> Optional[int]:
+    """Cores each measuring task was pinned to, when all had the same number (else None)."""
+    counts = {len(r.get("cores") or ()) for r in measuring_tasks(task_records)}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Dict] = None) -> dict:
     """Cluster images/sec = all images in the measured window / the window's wall time.
 
     The window runs from the first measured step's start to the last measured step's end,
-    across tasks. Step-time statistics pool every measured step of every task.
+    across tasks. Step-time statistics come from one sample per global step (cluster_steps).
+    Resource figures are cut to the window when the monitor's summary holds its samples.
     """
     tasks = measuring_tasks(task_records)
     if not tasks:
@@ -93,7 +146,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
     start = min(r["window_start"] for r in tasks)
     end = max(r["window_end"] for r in tasks)
     images = sum(r["images_per_step"] * r["num_measured_steps"] for r in tasks)
-    pooled = [t for r in tasks for t in r["step_times_s"]]
+    series, definition, label = cluster_steps(task_records)
     record = {
         "kind": "cluster",
         "run_id": run_id,
@@ -104,8 +157,39 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         "window_end": end,
         "window_s": end - start,
         "images_per_sec": images / (end - start) if end > start else float("nan"),
-        "stats": stats.step_time_stats(pooled),
+        "step_times_s": [float(t) for t in series],
+        "step_definition": definition,
+        "step_label": label,
+        "stats": stats.step_time_stats(series),
+        "cores_per_worker": cores_per_worker(task_records),
+        "shared_cores": {f"{r['role']}_{r['index']}": r["shares_cores_with"]
+                         for r in task_records if r.get("kind") == "task" and r.get("shares_cores_with")},
         "task_images_per_sec": {f"{r['role']}_{r['index']}": r["images_per_sec"] for r in tasks},
     }
     record.update(extra or {})
+    resources = record.get("resources")
+    if isinstance(resources, dict) and any(isinstance(t, dict) and t.get("series")
+                                           for t in (resources.get("tasks") or {}).values()):
+        record["resources"] = window_resources(record["resources"], start, end, len(series))
     return record
+
+
+def window_resources(summary: dict, start: float, end: float, global_steps: int) -> dict:
+    """The monitor's summary -> figures over the measured window ("tasks", "workers_mean", the
+    window itself) with the whole-process summary kept apart under "whole_process"."""
+    from tfbench.monitor.window import measured_window
+
+    whole = dict(summary)
+    whole["tasks"] = {name: {k: v for k, v in task.items() if k != "series"}
+                      for name, task in summary["tasks"].items()}
+    samples = [s for task in summary["tasks"].values() for s in task.get("series") or ()]
+    window = measured_window(samples, start, end, global_steps)
+    for name, task in whole["tasks"].items():  # every task keeps a row, sampled in the window or not
+        window["tasks"].setdefault(name, {"role": task.get("role")})
+    return {"scope": "measured window (first measured step start to last measured step end)",
+            "tasks": window["tasks"], "workers_mean": window["workers_mean"],
+            "window": {"start": start, "end": end, "global_steps": global_steps},
+            "host": summary.get("host"), "interval_s": summary.get("interval_s"),
+            "network_source": summary.get("network_source"),
+            "whole_process": {"scope": "whole process lives: import, tracing, warm-up and teardown included",
+                              **whole}}

@@ -1,14 +1,25 @@
-"""The result table a run prints: one row per task, then the cluster."""
+"""The result table a run prints: one row per task, then the cluster.
+
+Every row says which step its times are: a task row its own step (a synchronous rank's view
+of the global step; a parameter-server worker's update or gradient push), the cluster row one
+sample per global step (or per N asynchronous updates), as the records define them.
+"""
 from __future__ import annotations
 
 from typing import List
 
 
-def _row(name: str, rate: float, stats: dict) -> str:
+def _row(name: str, step: str, rate: float, stats: dict) -> str:
     ms = lambda key: stats[key] * 1e3  # noqa: E731
     ci = stats["ci95_s"] * 1e3
-    return (f"{name:<12} {rate:>10.1f} {ms('mean_s'):>9.1f} {ms('median_s'):>9.1f} {ms('p90_s'):>9.1f} "
+    return (f"{name:<12} {step:<14} {rate:>10.1f} {ms('mean_s'):>9.1f} {ms('median_s'):>9.1f} {ms('p90_s'):>9.1f} "
             f"{ms('std_s'):>8.1f} {ci:>8.1f} {ms('jitter_s'):>8.1f}")
+
+
+def _cores(t: dict) -> str:
+    shares = t.get("shares_cores_with") or []
+    return (f"{t['role']}_{t['index']} cores {','.join(map(str, t.get('cores') or [])) or 'unpinned'}"
+            + (f" (shared with {', '.join(shares)})" if shares else ""))
 
 
 def render(config, cluster: dict, tasks: List[dict]) -> str:
@@ -22,17 +33,27 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
         f"image={config.image_size}px  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
-        f"{'task':<12} {'images/s':>10} {'mean ms':>9} {'median':>9} {'p90':>9} {'std':>8} {'±95%CI':>8} {'jitter':>8}",
+        f"{'task':<12} {'step is':<14} {'images/s':>10} {'mean ms':>9} {'median':>9} {'p90':>9} {'std':>8} "
+        f"{'±95%CI':>8} {'jitter':>8}",
     ]
     for t in sorted(tasks, key=lambda r: (r["role"], r["index"])):
         name = f"{t['role']}_{t['index']}" + ("*" if t.get("counts_toward_cluster") is False else "")
-        lines.append(_row(name, t["images_per_sec"], t["stats"]))
-    lines.append(_row("cluster", cluster["images_per_sec"], cluster["stats"]))
+        lines.append(_row(name, t.get("step_label", "own step"), t["images_per_sec"], t["stats"]))
+    lines.append(_row("cluster", cluster.get("step_label", "global step"), cluster["images_per_sec"],
+                      cluster["stats"]))
+    lines.append(f"cluster step: {cluster.get('step_definition', 'global step')}; "
+                 f"{cluster['stats']['count']} samples")
     lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
                  f" = {cluster['images_per_sec']:.1f}")
     lines += performance_lines(config, cluster, tasks)
     if any(t.get("counts_toward_cluster") is False for t in tasks):
-        lines.append("* coordinator/evaluator view; not counted in the cluster rate")
+        lines.append("* coordinator view; not counted in the cluster rate")
+    shared = [t for t in tasks if t.get("shares_cores_with")]
+    if shared:
+        lines.append("cores shared: " + "; ".join(_cores(t) for t in shared))
+    placed = [t.get("placement") or {} for t in tasks]
+    if any(p and p.get("hard_and_soft_can_differ") is False for p in placed):
+        lines.append("placement: CPU-only (no GPU visible): hard and soft placement cannot differ here")
     fell_back = [f"{t['role']}_{t['index']}" for t in tasks if (t.get("placement") or {}).get("fallback_to_cpu")]
     if fell_back:
         lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")

@@ -57,10 +57,7 @@ def prepare_process(config: RunConfig, task: TaskSpec) -> None:
     die_with_parent()
     if task.cores:
         os.sched_setaffinity(0, task.cores)
-    if task.tf_config is not None:
-        import json
-
-        os.environ["TF_CONFIG"] = json.dumps(task.tf_config)
+    os.environ.update(task.full_env())  # TF_CONFIG, the GPU this task sees
     from strategies import placement
 
     placement.configure_environment(config)
@@ -110,8 +107,6 @@ def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) 
 
         serve(task, task.intra_threads, task.inter_threads, ready)
         return
-    if task.role == "evaluator":
-        config = config.replace(strategy="default", mode="forward")
     run_benchmark(run, config, plan, task, ready)
 
 
@@ -121,6 +116,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
 
     adapter = strategies.create(config, task, plan)
     startup.mark("strategy_ready")
+    adapter.run_dir = run  # where the other tasks' logs (placement evidence) are
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
                         images_per_step=config.batch_size * adapter.local_replicas
@@ -134,14 +130,10 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     if hasattr(adapter, "write_worker_events"):
         adapter.write_worker_events(run, measurements)
     for m in measurements:
-        extra = dict(m.extra, pid=os.getpid(), cores=list(task.cores), host=task.host,
-                     intra_threads=task.intra_threads, inter_threads=task.inter_threads,
-                     num_warmup_steps=config.num_warmup_steps)
+        extra = dict(m.extra, num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
         extra.update(performance_fields(run, config, plan, task, m))
-        if task.role == "evaluator":
-            extra["counts_toward_cluster"] = False
         records.append(run.results, records.task_record(
-            run_id=run.run_id, role=m.role if task.role != "evaluator" else "evaluator", index=m.index,
+            run_id=run.run_id, role=m.role, index=m.index,
             images_per_step=m.images_per_step, step_times_s=[t.duration_s for t in m.timings],
             step_start_wall=[t.start_wall for t in m.timings], extra=extra))
     dump_weights(adapter, task)
@@ -160,6 +152,21 @@ def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: 
     return {"startup": startup.summary(),
             "flops": flops.task_fields(config, m.images_per_step, [t.duration_s for t in m.timings],
                                        len(cores) or os.cpu_count(), peak)}
+
+
+def task_facts(run: RunDir, plan: ClusterPlan, task: TaskSpec, m) -> dict:
+    """pid, host, cores and threads of the task a measurement is about. The parameter-server
+    coordinator writes its workers' records: their facts come from their own specs and their
+    own progress files (pid), never from the coordinator's process."""
+    name = f"{m.role}_{m.index}"
+    spec = task if name == task.name else plan.task(name)
+    if spec is task:
+        pid = os.getpid()
+    else:
+        pid = (progress.read_progress(run.path, name) or {}).get("pid")
+    return {"pid": pid, "host": spec.host, "cores": list(spec.cores),
+            "shares_cores_with": list(spec.shares_cores_with),
+            "intra_threads": spec.intra_threads, "inter_threads": spec.inter_threads}
 
 
 def dump_weights(adapter, task: TaskSpec) -> None:

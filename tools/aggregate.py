@@ -62,6 +62,7 @@ class Point:
     config: Dict  # identity(config) of its runs
     runs: List[Run]
     efficiency: float = float("nan")  # vs the 1-worker point; set by add_scaling_efficiency
+    efficiency_note: str = ""  # why no efficiency is given, when it is refused
 
     @property
     def key(self) -> Tuple:
@@ -82,16 +83,36 @@ class Point:
         return float(np.std(self.rates, ddof=1)) if len(self.runs) > 1 else float("nan")
 
     @property
+    def between_runs(self) -> bool:
+        return len(self.runs) > 1
+
+    @property
     def stats(self) -> Optional[Dict]:
-        """Step-time statistics over every measured step of every repeat."""
-        times = [t for r in self.runs for t in r.step_times_s]
-        if times:
-            return stats.step_time_stats(times)
-        return self.runs[0].step_stats
+        """Step-time statistics, one sample per global step (DESIGN.md). With repeats, over the
+        runs' mean global-step times, so the 95% CI is the between-run one; with one run, over
+        that run's global steps."""
+        if self.between_runs:
+            means = [(r.step_stats or {}).get("mean_s") for r in self.runs]
+            means = [m for m in means if isinstance(m, (int, float)) and math.isfinite(m)]
+            if len(means) == len(self.runs):
+                return dict(stats.step_time_stats(means), over="run means")
+        s = self.runs[0].step_stats
+        return dict(s, over="global steps of one run") if s else None
 
     @property
     def interval(self) -> Tuple[float, float]:
-        return rate_interval(self.images_per_sec, self.stats)
+        """95% CI of images/sec: between runs (Student t over the repeats' rates) when the
+        point was repeated; else the one run's global-step CI carried over to a rate."""
+        if self.between_runs:
+            b = stats.between_runs(self.rates)
+            return b["low"], b["high"]
+        return rate_interval(self.images_per_sec, self.runs[0].step_stats)
+
+    @property
+    def cores_per_worker(self) -> Optional[int]:
+        """Cores per worker all the point's runs had; None when unknown or not all equal."""
+        values = {r.cores_per_worker for r in self.runs}
+        return values.pop() if len(values) == 1 else None
 
     @property
     def global_batch(self) -> Optional[int]:
@@ -116,11 +137,25 @@ def baseline(point: Point, by_key: Dict[Tuple, Point]) -> Optional[Point]:
     return by_key.get(_key(_at_scale_one(point.config)))
 
 
+def refusal(point: Point, base: Optional[Point]) -> str:
+    """Why scaling efficiency cannot compare `point` with `base` ('' when it can)."""
+    if base is None:
+        return "no 1-worker point with the same settings"
+    if point.cores_per_worker is None or base.cores_per_worker is None:
+        return "cores per worker unknown or unequal across runs"
+    if point.cores_per_worker != base.cores_per_worker:
+        return (f"cores per worker differ: {point.cores_per_worker} at {point.config['scale']} vs "
+                f"{base.cores_per_worker} at 1")
+    return ""
+
+
 def add_scaling_efficiency(points: Sequence[Point]) -> None:
+    """Efficiency only for the same per-replica batch (in the key) and the same cores per worker."""
     by_key = {p.key: p for p in points}
     for p in points:
         base = baseline(p, by_key)
-        if base is not None:
+        p.efficiency_note = refusal(p, base)
+        if not p.efficiency_note:
             p.efficiency = stats.scaling_efficiency(p.images_per_sec, p.config["scale"], base.images_per_sec)
 
 
@@ -130,9 +165,10 @@ def run_efficiency(points: Sequence[Point]) -> Dict[str, float]:
     result = {}
     for p in points:
         base = baseline(p, by_key)
+        refused = refusal(p, base)
         for run in p.runs:
-            result[run.path] = (stats.scaling_efficiency(run.images_per_sec, p.config["scale"],
-                                                         base.images_per_sec) if base else float("nan"))
+            result[run.path] = (float("nan") if refused else
+                                stats.scaling_efficiency(run.images_per_sec, p.config["scale"], base.images_per_sec))
     return result
 
 

@@ -56,6 +56,20 @@ def flag_value(value: Any) -> str:
     return str(value)
 
 
+def same_cores_per_worker(axes: Dict[str, Tuple[Any, ...]], fixed: Dict[str, Any]) -> Dict[str, Any]:
+    """A sweep over cluster sizes that does not fix --cores_per_worker gets the cores per worker of
+    its widest point for every point, so its 1-worker baselines are comparable (DESIGN.md:
+    scaling efficiency needs the same cores per worker) instead of taking the whole machine."""
+    if "cores_per_worker" in fixed:
+        return {}
+    widest = max(max(axes["num_workers"]), max(axes["num_local_devices"]))
+    if widest <= 1:
+        return {}
+    from cluster.cores import available_cores
+
+    return {"cores_per_worker": max(1, len(available_cores()) // widest)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """Axes (flag -> values to try), repeats of every point, and flags fixed for all points."""
@@ -87,6 +101,7 @@ class Grid:
             if name in AXES:
                 raise ConfigError(f"{name!r} is a sweep axis; give it as an axis, not under 'fixed'")
             fixed[name] = coerce(name, value)
+        fixed.update(same_cores_per_worker(axes, fixed))
         repeats = int(d.get("repeats", 1))
         if repeats < 1:
             raise ConfigError(f"repeats must be at least 1, got {repeats}")

@@ -79,7 +79,7 @@ def step_time_figure(points: Sequence[Point]) -> Optional[Figure]:
     groups = series.panels(points, x="batch_size", panel_keys=("mode", series.SCALE), primary="strategy")
     mirrored = "; mirrored: local devices count as workers" if _has_mirrored(points) else ""
     return line_figure(groups, title=f"Step time vs batch size (error bars: step-time 95% CI{mirrored})",
-                   xlabel="batch per replica (images)", ylabel="mean step time (s)",
+                   xlabel="batch per replica (images)", ylabel="mean global step time (s)",
                    y=lambda p: p.stats["mean_s"], yerr=step_error)
 
 

@@ -61,8 +61,14 @@ class Run:
 
     @property
     def step_times_s(self) -> List[float]:
-        """Every measured step of every measuring task: what the cluster record's stats pool."""
-        return [t for r in self.measuring_tasks for t in r.get("step_times_s", [])]
+        """One time per global step of the cluster (records.cluster_steps): never every rank's
+        copy of the same synchronous step."""
+        if self.cluster and self.cluster.get("step_times_s"):
+            return list(self.cluster["step_times_s"])
+        try:
+            return records.cluster_steps(self.tasks)[0] if self.measuring_tasks else []
+        except (ValueError, KeyError):  # records from before per-step start times were kept
+            return []
 
     @property
     def step_stats(self) -> Optional[Dict]:
@@ -70,6 +76,13 @@ class Run:
             return self.cluster["stats"]
         times = self.step_times_s
         return stats.step_time_stats(times) if times else None
+
+    @property
+    def cores_per_worker(self) -> Optional[int]:
+        """Cores each measuring task was pinned to (0: unpinned; None: unequal)."""
+        if self.cluster and "cores_per_worker" in self.cluster:
+            return self.cluster["cores_per_worker"]
+        return records.cores_per_worker(self.tasks)
 
     @property
     def global_batch(self) -> Optional[int]:

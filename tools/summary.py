@@ -17,10 +17,12 @@ _HEADLINE = ("model", "image_size", "num_warmup_steps", "num_steps")
 
 DEFINITIONS = (
     "images/sec: all images of the measured window ÷ its wall time (mean over repeats; spread: their "
-    "standard deviation). Step ms: mean ± 95% CI over every measured step of every worker; jitter: "
-    "1.4826 × median absolute deviation. Scaling efficiency: images/sec at N workers ÷ (N × images/sec "
-    "at 1 worker) with the same strategy, per-replica batch, mode, placement and device. Mirrored runs "
-    "are one task: their workers column counts its local devices (replicas).")
+    "standard deviation). Global step ms: mean ± 95% CI over one sample per global step of the cluster "
+    "(synchronous: first rank's start to last rank's end; sync PS: the coordinator's global step; async PS: "
+    "a round of N updates), across run means when a point was repeated; jitter: 1.4826 × median absolute "
+    "deviation. Scaling efficiency: images/sec at N workers ÷ (N × images/sec at 1 worker) with the same "
+    "strategy, per-replica batch, cores per worker, mode, placement and device (– when cores per worker "
+    "differ). Mirrored runs are one task: their workers column counts its local devices (replicas).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +96,7 @@ def results_table(points: Sequence[Point]) -> str:
     standard = [k for k, _ in STANDARD + SETTINGS]
     extra = _extra_keys(points, standard)
     headers = ([h for _, h in STANDARD] + ["global batch"] + [h for _, h in SETTINGS] + extra +
-               ["images/sec", "runs", "spread", "step ms (mean ± 95% CI)", "jitter ms", "scaling eff."])
+               ["images/sec", "runs", "spread", "global step ms (mean ± 95% CI)", "jitter ms", "scaling eff."])
     rows = []
     for p in sorted(points, key=lambda p: order_key(p.config)):
         s = p.stats or {}

@@ -29,11 +29,10 @@ def visible_gpus() -> int:
 
 
 def jobs_of(plan: ClusterPlan) -> Dict[str, int]:
-    """Job name -> task count, as in the plan's cluster spec (the evaluator is not in it)."""
+    """Job name -> task count, as in the plan's cluster spec."""
     jobs: Dict[str, int] = {}
     for task in plan.tasks:
-        if task.role != "evaluator":
-            jobs[task.role] = jobs.get(task.role, 0) + 1
+        jobs[task.role] = jobs.get(task.role, 0) + 1
     return jobs
 
 

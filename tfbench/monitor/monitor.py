@@ -15,6 +15,7 @@ import time
 from typing import Callable, Dict, Optional
 
 from cluster.spec import ClusterPlan
+from tfbench import timeline
 from tfbench.config import RunConfig
 from tfbench.monitor import netstat
 from tfbench.monitor.gpu import GpuSampler
@@ -34,6 +35,7 @@ class Monitor:
                  net_source_factory: Callable[[], Optional[NetSource]] = netstat.default_source,
                  gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create):
         self._run = run
+        self._origin = timeline.origin(run.path)  # events share the tasks' step axis
         self._plan = plan
         self._interval = float(config.monitor_interval)
         self._net_source_factory = net_source_factory
@@ -74,9 +76,14 @@ class Monitor:
             self._gpu = self._create(self._gpu_factory, "GPU")
             self._links = self._create(lambda: HostLinks.from_run(self._run), "per-host link")
             if self._links is not None:
-                self._guard(lambda: self._links.sample(time.time(), self._step, write_events=False))
+                self._guard(self._link_sample_without_events)
             self._thread = threading.Thread(target=self._loop, name="tfbench-monitor", daemon=True)
             self._thread.start()
+
+    def _link_sample_without_events(self) -> None:
+        """The links' first and last counts (totals run from and to these), on the events' axis."""
+        now = time.time()
+        self._links.sample(now, timeline.step_ms(self._origin, now), write_events=False)
 
     def stop(self) -> dict:
         """Stops sampling, flushes and returns the summary; later calls return the same."""
@@ -94,7 +101,7 @@ class Monitor:
                 if thread is not None and not thread.is_alive():
                     self._guard(self._refresh_traffic)
                     if self._links is not None:
-                        self._guard(lambda: self._links.sample(time.time(), self._step, write_events=False))
+                        self._guard(self._link_sample_without_events)
                 self._summary = self._summarize()
             finally:
                 if locked:
@@ -124,9 +131,10 @@ class Monitor:
         gpu = self._gpu.sample() if self._gpu is not None else None
         records = [series.record(self._step, now, tree, net, gpu) for series, tree in sampled]
         host = self._host.record(self._step, now, self._host_sampler.sample(now), gpu)
-        self._output.write(self._step, now, records, host)
+        step = timeline.step_ms(self._origin, now)
+        self._output.write(step, now, records, host)
         if self._links is not None:
-            self._guard(lambda: self._links.sample(now, self._step))
+            self._guard(lambda: self._links.sample(now, step))
         self._step += 1
 
     def _traffic(self, pids) -> Optional[Dict[int, Counts]]:

@@ -1,7 +1,7 @@
 """Writes monitor records as TensorBoard events and as monitor.jsonl in the run directory.
 
-Events use the sample's wall time and the sample number as step, so system series line up with
-the tasks' step-time events. Each task's series goes to tb/<task>/ next to its step times;
+Events use the sample's wall time and, as step, milliseconds since the run began
+(tfbench.timeline), the same axis as the tasks' step-time events. Each task's series goes to tb/<task>/ next to its step times;
 the workers' series are also averaged into tb/workers_mean/, while ps and the coordinator keep
 only their own directories (DESIGN.md). Files carry a ".sys" suffix; TensorBoard follows
 several live files in one directory with --reload_multifile=true.

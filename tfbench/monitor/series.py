@@ -17,6 +17,7 @@ from tfbench.monitor.process import ProcessTree, TreeSample
 
 MIB = 2 ** 20
 MB = 10 ** 6
+WINDOW_KEYS = ("time", "task", "role", "cpu_percent", "rss_mb", "net_tx_bytes", "net_rx_bytes")
 
 
 class TaskSeries:
@@ -33,6 +34,7 @@ class TaskSeries:
         self._cpu: List[float] = []
         self._cpu_normalized: List[float] = []
         self._net_seen = False
+        self._samples: List[dict] = []  # compact per-sample figures, for measured-window summaries
 
     def attach(self, pid: int) -> None:
         """Follows a (new) process for this task; totals of the previous one are kept."""
@@ -74,6 +76,7 @@ class TaskSeries:
             self._net_prev = (now, tx, rx)
         if gpu is not None:
             rec["gpu_mem_mb"] = sum(gpu.process_mem_bytes.get(pid, 0) for pid in tree.pids) / MIB
+        self._samples.append({key: rec[key] for key in WINDOW_KEYS})
         return rec
 
     def take_traffic(self, pids, net: Dict[int, Counts]) -> Counts:
@@ -93,6 +96,7 @@ class TaskSeries:
             "cpu_percent_normalized_mean": _mean(self._cpu_normalized),
             "rss_mb_peak": self._peak_rss / MIB if self._cpu else None,
             "net_tx_bytes": tx, "net_rx_bytes": rx,
+            "series": list(self._samples),  # cut to the measured window in the cluster record
         }
 
 

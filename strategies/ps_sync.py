@@ -1,0 +1,184 @@
+"""Synchronous parameter-server training, done where a parameter server does it: on the ps.
+
+One global step = exactly one gradient from every worker, summed into accumulators that live
+next to their variables on the ps tasks, then one SGD update applied on the ps. Like
+SyncReplicasOptimizer, nothing of size |w| travels through a worker except the worker's own
+pull of the weights and push of its gradient:
+
+- each worker's scheduled closure computes its gradient and `assign_add`s it into the
+  accumulators (the op runs on the ps where the accumulator lives);
+- a guard on the ps (`last_step[worker] == step`) makes a closure that lands on a worker that
+  already contributed to this step add nothing; the coordinator checks after every step that
+  all N workers contributed and schedules again for the missing ones, or fails loudly;
+- the update is a tf.function the coordinator calls itself, with every op under the device of
+  the ps that holds the variable: the coordinator only dispatches it and fetches a scalar.
+
+The update is SGD without momentum (w -= lr * g), exactly tfbench's optimizer (steps.optimizer),
+which the aggregation test checks against a single-device Keras step.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import List, Tuple
+
+from tfbench import steps
+
+# How many extra scheduling rounds a global step may take before a missing worker is an error.
+MAX_RESCHEDULES = 20
+
+
+class MissingGradient(RuntimeError):
+    """A global step could not get a gradient from every worker."""
+
+
+@dataclasses.dataclass
+class GlobalStep:
+    """What the coordinator saw of one synchronous global step."""
+
+    start_wall: float
+    duration_s: float
+    closures: List[tuple]  # (loss, start, end, worker, fresh) of the contributing closures
+    skipped: int  # closures that landed on a worker that had already contributed
+    apply_s: float  # the update on the ps, as the coordinator saw it
+
+
+def parts(variable) -> list:
+    """The pieces a variable is stored as: shards of a ShardedVariable, else itself."""
+    return list(getattr(variable, "variables", None) or [variable])
+
+
+def split_like(gradient, pieces):
+    """A whole-variable gradient cut like the variable's shards (along the first axis)."""
+    from tfbench.tf_import import tf
+
+    if len(pieces) == 1:
+        return [gradient]
+    return tf.split(tf.convert_to_tensor(gradient), [int(p.shape[0]) for p in pieces], axis=0)
+
+
+class SyncOnPs:
+    """Accumulators, the contribution guard and the two functions of a synchronous global step."""
+
+    def __init__(self, strategy, coordinator, model, optimizer, config, num_workers: int, device: str):
+        from tfbench.tf_import import tf
+
+        self.strategy, self.coordinator, self.config, self.device = strategy, coordinator, config, device
+        self.model, self.optimizer, self.num_workers = model, optimizer, num_workers
+        self.pieces = [parts(v) for v in model.trainable_variables]
+        with strategy.scope():
+            self.accumulators = []
+            for pieces in self.pieces:
+                accs = []
+                for piece in pieces:
+                    with strategy.extended.colocate_vars_with(piece):
+                        accs.append(tf.Variable(tf.zeros(piece.shape, piece.dtype), trainable=False,
+                                                name="grad_accumulator"))
+                self.accumulators.append(accs)
+            with strategy.extended.colocate_vars_with(self.pieces[0][0]):
+                # the global step each worker last contributed to; only worker w writes entry w
+                self.last_step = tf.Variable(tf.fill([num_workers], tf.constant(-1, tf.int64)),
+                                             trainable=False, name="last_contribution")
+        self.flat_accumulators = [a for accs in self.accumulators for a in accs]
+        self.worker_step = self._worker_step()
+        self.apply = self._apply()
+
+    def _worker_step(self):
+        from strategies.parameter_server import settled
+        from tfbench.tf_import import tf
+
+        model, config, strategy = self.model, self.config, self.strategy
+        global_batch = config.batch_size * self.num_workers
+        accumulators, pieces, last_step = self.accumulators, self.pieces, self.last_step
+        device = self.device
+
+        def contribute(images, labels, worker, step):
+            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
+                loss, grads = steps.gradients(model, images, labels, global_batch)
+            adds = []
+            for accs, var_pieces, g in zip(accumulators, pieces, grads):
+                for acc, piece in zip(accs, split_like(g, var_pieces)):
+                    adds.append(acc.assign_add(piece, read_value=False))
+            with tf.control_dependencies(adds):
+                mark = last_step.scatter_nd_update([[worker]], [step])
+            with tf.control_dependencies([mark]):
+                return settled(loss, [a for accs in accumulators for a in accs])
+
+        def replica_fn(images, labels, worker, step):
+            fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
+            loss = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
+                           lambda: tf.constant(0.0, tf.float32))
+            return loss, fresh
+
+        @tf.function(jit_compile=config.xla or None)
+        def worker_step(iterator, step):
+            start = tf.timestamp()
+            with tf.control_dependencies([start]):  # the closure's reads from the ps count too
+                images, labels, worker = next(iterator)
+                loss, fresh = strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step))
+            with tf.control_dependencies([loss, fresh]):
+                end = tf.timestamp()
+            return loss, start, end, worker, fresh
+
+        return worker_step
+
+    def _apply(self):
+        from strategies.parameter_server import settled
+        from tfbench.tf_import import tf
+
+        learning_rate = float(self.config.learning_rate)
+        pairs = [(piece, acc) for var_pieces, accs in zip(self.pieces, self.accumulators)
+                 for piece, acc in zip(var_pieces, accs)]
+        iterations = self.optimizer.iterations
+
+        @tf.function
+        def apply_on_ps():
+            for piece, acc in pairs:
+                with tf.device(acc.device):  # the ps holding both: nothing of size |w| leaves it
+                    gradient = acc.read_value()
+                    piece.assign_sub(gradient * tf.cast(learning_rate, gradient.dtype), read_value=False)
+                    acc.assign(tf.zeros_like(gradient), read_value=False)
+            with tf.device(iterations.device):
+                count = iterations.assign_add(1)
+            return settled(count, [p for p, _ in pairs] + [a for _, a in pairs])
+
+        return apply_on_ps
+
+    def run_step(self, iterator, step: int) -> GlobalStep:
+        """One global step, timed from scheduling the gradients to the update applied on the ps."""
+        from tfbench.tf_import import tf
+
+        n, schedule = self.num_workers, self.coordinator.schedule
+        step_tensor = tf.constant(step, tf.int64)
+        start_wall, t0 = time.time(), time.perf_counter()
+        contributed, closures, skipped, rounds = set(), [], 0, 0
+        while len(contributed) < n:
+            if rounds > MAX_RESCHEDULES:
+                missing = sorted(set(range(n)) - contributed)
+                raise MissingGradient(f"synchronous ps: worker(s) {missing} contributed no gradient to "
+                                      f"global step {step} after {rounds} scheduling rounds")
+            values = [schedule(self.worker_step, args=(iterator, step_tensor))
+                      for _ in range(n - len(contributed))]
+            self.coordinator.join()
+            for value in values:
+                loss, start, end, worker, fresh = value.fetch()
+                if bool(fresh):
+                    contributed.add(int(worker))
+                    closures.append((loss, start, end, int(worker), True))
+                else:
+                    skipped += 1
+            rounds += 1
+        if sorted(int(c[3]) for c in closures) != list(range(n)):  # one gradient per worker, no more
+            raise MissingGradient(f"synchronous ps: global step {step} got gradients from workers "
+                                  f"{sorted(int(c[3]) for c in closures)}, expected each of 0..{n - 1} once")
+        a0 = time.perf_counter()
+        self.apply().numpy()
+        t1 = time.perf_counter()
+        return GlobalStep(start_wall, t1 - t0, closures, skipped, t1 - a0)
+
+
+def worker_waits(step: GlobalStep) -> List[Tuple[int, float]]:
+    """(worker, seconds from its gradient push to the global step's end): its barrier wait for
+    the slowest worker, the coordinator's round trip and the update on the ps."""
+    end = step.start_wall + step.duration_s
+    return [(int(c[3]), max(0.0, end - float(c[2]))) for c in step.closures]
