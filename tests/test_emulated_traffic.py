@@ -4,7 +4,9 @@ a model whose parameter size |w| is known: the tiny CNN with 25,000 classes has
 
 Two workers on a 100 Mbit/s link (so that traffic, steady at the link rate, dominates and the
 0.1 s counter samples interpolate the window's edges well):
-  one separate ps: the ps host sends and receives N·|w| per global step, each worker ≈ |w|;
+  one separate, synchronous ps: the ps host sends and receives N·|w| per global step, each worker
+  ≈ |w| (synchronous, so that every worker does exactly one update per global step; asynchronous
+  workers split the updates unevenly, though their sum is the same);
   ring all-reduce (MWMS, Horovod): each host sends ≈ 2(N−1)/N·|w| = |w|.
 Interface counters include TCP/IP and gRPC framing, so ±15%."""
 import os
@@ -32,7 +34,7 @@ def per_step(logdir, run_id, *args):
 
 
 def test_parameter_server_host_moves_n_times_w_per_step(logdir):
-    hosts = per_step(logdir, "ps", "--strategy=parameter_server", "--ps_placement=separate")
+    hosts = per_step(logdir, "ps", "--strategy=parameter_server", "--ps_placement=separate", "--ps_sync")
     print({h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()})
     assert sorted(hosts) == ["h0", "h1", "h2"]  # two worker hosts, the ps host
     assert hosts["h2"] == pytest.approx((N, N), rel=0.15)
