@@ -73,10 +73,6 @@ def task_record(*, run_id: str, role: str, index: int, images_per_step: int,
         "window_end": float(step_start_wall[-1] + step_times_s[-1]),
     }
     record.update(extra or {})
-    resources = record.get("resources")
-    if isinstance(resources, dict) and any(isinstance(t, dict) and t.get("series")
-                                           for t in (resources.get("tasks") or {}).values()):
-        record["resources"] = window_resources(record["resources"], start, end, len(series))
     return record
 
 
@@ -172,24 +168,3 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
                                            for t in (resources.get("tasks") or {}).values()):
         record["resources"] = window_resources(record["resources"], start, end, len(series))
     return record
-
-
-def window_resources(summary: dict, start: float, end: float, global_steps: int) -> dict:
-    """The monitor's summary -> figures over the measured window ("tasks", "workers_mean", the
-    window itself) with the whole-process summary kept apart under "whole_process"."""
-    from tfbench.monitor.window import measured_window
-
-    whole = dict(summary)
-    whole["tasks"] = {name: {k: v for k, v in task.items() if k != "series"}
-                      for name, task in summary["tasks"].items()}
-    samples = [s for task in summary["tasks"].values() for s in task.get("series") or ()]
-    window = measured_window(samples, start, end, global_steps)
-    for name, task in whole["tasks"].items():  # every task keeps a row, sampled in the window or not
-        window["tasks"].setdefault(name, {"role": task.get("role")})
-    return {"scope": "measured window (first measured step start to last measured step end)",
-            "tasks": window["tasks"], "workers_mean": window["workers_mean"],
-            "window": {"start": start, "end": end, "global_steps": global_steps},
-            "host": summary.get("host"), "interval_s": summary.get("interval_s"),
-            "network_source": summary.get("network_source"),
-            "whole_process": {"scope": "whole process lives: import, tracing, warm-up and teardown included",
-                              **whole}}
