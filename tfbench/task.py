@@ -140,6 +140,15 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
 
 
+def resolved_host(task: TaskSpec, spec: TaskSpec) -> str:
+    """Where `spec` ran, as this task's TF_CONFIG says (an engine such as Slurm places tasks after
+    the plan was made, so the cluster spec it resolved is the one that knows)."""
+    addresses = ((task.tf_config or {}).get("cluster") or {}).get(spec.role) or []
+    if spec is task or spec.index >= len(addresses):
+        return spec.host
+    return addresses[spec.index].rpartition(":")[0] or spec.host
+
+
 def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec, m) -> dict:
     """Start-up phases of this process, and the FLOP/s measured against the peak of the cores
     that did the work (a parameter-server worker's own cores, not the coordinator's)."""
@@ -164,7 +173,7 @@ def task_facts(run: RunDir, plan: ClusterPlan, task: TaskSpec, m) -> dict:
         pid = os.getpid()
     else:
         pid = (progress.read_progress(run.path, name) or {}).get("pid")
-    return {"pid": pid, "host": spec.host, "cores": list(spec.cores),
+    return {"pid": pid, "host": resolved_host(task, spec), "cores": list(spec.cores),
             "shares_cores_with": list(spec.shares_cores_with),
             "intra_threads": spec.intra_threads, "inter_threads": spec.inter_threads}
 
