@@ -28,6 +28,7 @@ TBF_MAX_BPS = (2 ** 32 - 1) * 8  # tbf's rate field: bytes/s in 32 bits
 BURST_S = 0.004  # tokens for 4 ms at the link rate
 MIN_BURST = 32 * 1024
 QUEUE_S = 0.05  # at most 50 ms of data waits in a link's queue
+TCP_PAYLOAD_SHARE = 1448 / 1514  # payload of a full Ethernet frame with TCP timestamps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +148,12 @@ def counters(net: Network) -> dict:
 
 
 # ---- measuring a link ------------------------------------------------------------------------
+
+def expected_goodput(rate_bps: int) -> float:
+    """What one TCP stream can carry over a link shaped to rate_bps: tbf counts whole frames,
+    so headers take their share and the payload rate sits about 4% below the configured one."""
+    return rate_bps * TCP_PAYLOAD_SHARE
+
 
 def measure(src_ns: str, dst_ns: str, dst_address: str, seconds: float = 0.6, skip_s: float = 0.1) -> float:
     """Bits/s of one TCP stream from namespace src_ns to dst_address (in dst_ns), counted

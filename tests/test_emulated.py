@@ -83,8 +83,8 @@ def test_shaped_rate_between_two_hosts_is_the_configured_rate(rate):
     finally:
         assert netns.remove_run(key) == []
     print(f"configured {rate / 1e6:g} Mbit/s: h0->h1 {measured / 1e6:.1f}, h1->h0 {reverse / 1e6:.1f} Mbit/s")
-    assert measured == pytest.approx(rate, rel=0.10)
-    assert reverse == pytest.approx(rate, rel=0.10)
+    assert measured == pytest.approx(links.expected_goodput(rate), rel=0.10)
+    assert reverse == pytest.approx(links.expected_goodput(rate), rel=0.10)
     assert [n for n in netns.list_namespaces() if netns.key_of(n) == key] == []
 
 
@@ -106,7 +106,8 @@ def test_success_runs_each_task_in_its_host_and_leaves_nothing(tmp_path):
     assert os.readlink("/proc/self/ns/net") not in {w["netns"] for w in where.values()}
     record = result.cluster_record
     assert record["network"] == "emulated" and record["link"]["configured_bps"] == 10 ** 8
-    assert record["link"]["measured_tx_bps"] == pytest.approx(10 ** 8, rel=0.10)
+    assert record["link"]["expected_goodput_bps"] == round(links.expected_goodput(10 ** 8))
+    assert record["link"]["measured_tx_bps"] == pytest.approx(links.expected_goodput(10 ** 8), rel=0.10)
     assert_nothing_left(run)
 
 

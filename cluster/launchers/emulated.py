@@ -62,6 +62,7 @@ class EmulatedLauncher(Launcher):
             "configured_bps": rate or None,
             "shaped": self.net.shaped,
             "delay_ms": self.config.link_latency,
+            "expected_goodput_bps": round(links.expected_goodput(rate)) if self.net.shaped else None,
             "measured_tx_bps": tx,
             "measured_rx_bps": rx,
             "measured_with": f"one TCP stream for {MEASURE_S:g} s each way between h0 and the switch",
