@@ -62,6 +62,20 @@ def settled(value, variables):
         return tf.identity(value)
 
 
+def on_this_worker(values):
+    """`values` as outputs of the closure's function, free of the strategy's partial device.
+
+    ParameterServerStrategy runs each replica under "/device:CPU:0" (or GPU:0), which matches
+    every task of the cluster. Without soft placement TensorFlow refuses a function output whose
+    producing op (found through any Identity) names such a spec (PinArgsAndRets). A StopGradient,
+    not an Identity, with no device of its own ends that search: the output then goes to the
+    function's target device, the worker the coordinator dispatched the closure to.
+    """
+    from tfbench.tf_import import tf
+
+    return tf.nest.map_structure(tf.stop_gradient, values)
+
+
 class ParameterServerAdapter(StrategyAdapter):
     """The coordinator's side (the chief task)."""
 
@@ -140,7 +154,7 @@ class ParameterServerAdapter(StrategyAdapter):
             start = tf.timestamp()
             with tf.control_dependencies([start]):  # variable reads from the ps count too
                 images, labels, shard = next(iterator)
-                value = strategy.run(replica_fn, args=(images, labels))
+                value = on_this_worker(strategy.run(replica_fn, args=(images, labels)))
             with tf.control_dependencies([value]):
                 end = tf.timestamp()
             return value, start, end, shard, tf.constant(True)

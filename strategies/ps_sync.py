@@ -84,7 +84,7 @@ class SyncOnPs:
         self.apply = self._apply()
 
     def _worker_step(self):
-        from strategies.parameter_server import settled
+        from strategies.parameter_server import on_this_worker, settled
         from tfbench.tf_import import tf
 
         model, config, strategy = self.model, self.config, self.strategy
@@ -115,7 +115,8 @@ class SyncOnPs:
             start = tf.timestamp()
             with tf.control_dependencies([start]):  # the closure's reads from the ps count too
                 images, labels, worker = next(iterator)
-                loss, fresh = strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step))
+                loss, fresh = on_this_worker(
+                    strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
             with tf.control_dependencies([loss, fresh]):
                 end = tf.timestamp()
             return loss, start, end, worker, fresh

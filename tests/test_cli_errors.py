@@ -15,7 +15,6 @@ BAD_INPUTS = [
     (["--num_warmup_steps=0"], "tracing must not land in a measured step"),
     (["--strategy=parameter_server", "--ps_sync", "--mode=forward"], "--ps_sync applies to --mode=train only"),
     (["--strategy=parameter_server", "--evaluator"], "evaluator"),
-    (["--strategy=parameter_server", "--placement=hard"], "--placement=hard is not available"),
     (["--model=resnet50", "--image_size=16"], "too small for resnet50"),
     (["--data_format=NCWH"], "--data_format='NCWH' is unknown"),
     (["--data_format=NCHW"], "NCHW needs --device=gpu"),

@@ -54,6 +54,21 @@ def test_hard_placement_pins_every_op_of_the_traced_step(logdir, strategy):
     assert placed["hard_and_soft_can_differ"] is False and "cannot differ" in placed["note"]
 
 
+@pytest.mark.parametrize("sync", [False, True])
+def test_hard_placement_runs_parameter_server_steps_on_the_dispatched_worker(logdir, sync):
+    """The strategy's partial replica device used to make hard placement fail at the first
+    closure; now every op of each worker's step ran on that worker or on the ps."""
+    flags = ["--strategy=parameter_server", "--num_workers=2", "--placement=hard"] + (["--ps_sync"] if sync else [])
+    _, run = run_tiny(logdir, f"hard_ps_{sync}", *flags)
+    tasks = task_records(run)
+    for index in (0, 1):
+        placed = tasks[f"worker_{index}"]["placement"]
+        assert placed["placement"] == "hard" and placed["op_devices_source"].startswith("placer log")
+        ran = placed["op_devices"]
+        assert ran.get(f"worker:{index}/CPU:0", 0) > 0, ran
+        assert set(ran) <= {f"worker:{index}/CPU:0", "ps:0/CPU:0"}, ran
+
+
 @pytest.mark.parametrize("mode", ["forward", "train"])
 def test_forward_steps_never_communicate_between_workers(logdir, mode):
     """MWMS used to all-reduce the loss in forward mode while Horovod did not."""

@@ -228,9 +228,6 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     if c.strategy != "parameter_server":
         need(c.num_ps == 0, f"--num_ps applies to --strategy=parameter_server only")
         need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
-    need(not (c.strategy == "parameter_server" and c.placement == "hard"),
-         "--placement=hard is not available with --strategy=parameter_server: its replicas run under a partial "
-         "device (/device:CPU:0) that matches every task of the cluster, which TensorFlow accepts only with soft placement")
     need(not c.ps_sync or c.mode == "train",
          "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
     need(c.strategy == "multi_worker_mirrored" or c.all_reduce == "auto",
