@@ -93,7 +93,8 @@ def test_window_traffic_interpolates_between_samples(tmp_path):
     assert out["tx_bytes"] == pytest.approx(500 + 1000)
     assert out["rx_bytes"] == pytest.approx(750)
     assert out["tx_bytes_per_step"] == pytest.approx(375) and out["tx_mbit_per_s"] == pytest.approx(0.012)
-    assert out["samples_in_window"] == 1
+    assert out["samples_in_window"] == 1 and "interpolated" in out["approximate"]
+    assert "approximate" not in host_links.window_traffic(run, 0.0, 3.0, 4)["h0"]
     assert host_links.window_traffic(run, -5, 10, 1)["h0"]["tx_bytes"] == 3000
 
 

@@ -21,6 +21,7 @@ from tfbench.rundir import RunDir
 NETWORK_FILE = "network.json"
 LINKS_FILE = "links.jsonl"
 MB = 10 ** 6
+MIN_WINDOW_SAMPLES = 3  # fewer inside the measured window: its totals are mostly interpolation
 
 
 def tb_name(host: str) -> str:
@@ -126,9 +127,14 @@ def window_traffic(run: RunDir, start: float, end: float, global_steps: int) -> 
     for host, samples in read_samples(run).items():
         tx = _at(samples, end, "tx_bytes") - _at(samples, start, "tx_bytes")
         rx = _at(samples, end, "rx_bytes") - _at(samples, start, "rx_bytes")
+        inside = sum(1 for s in samples if start <= s["time"] <= end)
         out[host] = {"address": samples[0]["address"], "tx_bytes": tx, "rx_bytes": rx,
                      "tx_mbit_per_s": tx * 8 / 1e6 / seconds if seconds > 0 else None,
                      "rx_mbit_per_s": rx * 8 / 1e6 / seconds if seconds > 0 else None,
                      "tx_bytes_per_step": tx / global_steps, "rx_bytes_per_step": rx / global_steps,
-                     "samples_in_window": sum(1 for s in samples if start <= s["time"] <= end)}
+                     "samples_in_window": inside}
+        if inside < MIN_WINDOW_SAMPLES:  # the edges' traffic is a straight line between samples
+            out[host]["approximate"] = (
+                f"{inside} counter sample(s) inside the {seconds:.2f} s measured window: its bytes are "
+                "interpolated from samples outside it; lower --monitor_interval or raise --num_steps")
     return out
