@@ -9,6 +9,7 @@ Runs (per-replica batch 16, 5 measured steps per worker, all workers starting to
   plus one failed ps run.
 """
 import csv
+import json
 import math
 import os
 import subprocess
@@ -118,6 +119,34 @@ def test_scaling_efficiency_is_refused_across_different_cores_per_worker(tmp_pat
     write_run(same, "w2", "multi_worker_mirrored", 2, 0.8, cores=1)
     points = {p.config["scale"]: p for p in aggregate.combine(report.find_runs(same))}
     assert points[2].efficiency == pytest.approx(40.0 / (2 * 32.0)) and not points[2].efficiency_note
+
+
+def test_mirrored_counts_cores_per_local_replica():
+    """Mirrored's 2 devices on 2 cores used to count as 2 cores per worker against 1 at one
+    device, so its scaling efficiency was refused."""
+    def task(cores, local):
+        return {"kind": "task", "role": "worker", "num_measured_steps": 5, "cores": cores, "local_replicas": local}
+
+    assert records.cores_per_worker([task([0, 1], 2)]) == 1
+    assert records.cores_per_worker([task([0], 1)]) == 1
+    assert records.cores_per_worker([task([0, 1], 1)]) == 2
+    assert records.cores_per_worker([task([0], 2)]) == 0.5
+    assert records.cores_per_worker([task([0], 1), task([0, 1], 1)]) is None
+
+
+def test_a_failed_run_retried_ok_later_is_marked_not_counted_as_lost(tmp_path):
+    """A sweep re-run fills a failed point with a new run; the failed attempt stays, marked."""
+    root = str(tmp_path)
+    write_run(root, "w2-try2", "multi_worker_mirrored", 2, 0.8)
+    with open(os.path.join(root, "w2-try2", "config.json")) as f:
+        config = dict(json.load(f), run_id="w2")
+    os.makedirs(os.path.join(root, "w2"))
+    records.append(os.path.join(root, "w2", "results.jsonl"),
+                   {"kind": "cluster", "run_id": "w2", "status": "failed", "failed_task": "worker_1",
+                    "reason": "worker_1 exited with code 1", "config": config})
+    rep = report.build(root)
+    assert [f.retried_ok for f in rep.failures] == [True]
+    assert "1 failed (1 of them retried ok later)" in rep.markdown and "| ok later |" in rep.markdown
 
 
 def test_rate_interval_carries_the_step_time_ci_over():

@@ -123,9 +123,14 @@ def cluster_steps(task_records: Sequence[dict]) -> Tuple[List[float], str, str]:
             SYNC_GLOBAL_STEP, "global step")
 
 
-def cores_per_worker(task_records: Sequence[dict]) -> Optional[int]:
-    """Cores each measuring task was pinned to, when all had the same number (else None)."""
-    counts = {len(r.get("cores") or ()) for r in measuring_tasks(task_records)}
+def cores_per_worker(task_records: Sequence[dict]) -> Optional[float]:
+    """Cores per worker, when every measuring task had the same (else None). A task holding
+    several local replicas (Mirrored's devices, which reports count as its workers) counts
+    per replica, so 2 devices on 2 cores compare with 1 device on 1 core."""
+    counts = set()
+    for r in measuring_tasks(task_records):
+        cores, local = len(r.get("cores") or ()), max(1, int(r.get("local_replicas") or 1))
+        counts.add(cores // local if cores % local == 0 else cores / local)
     return counts.pop() if len(counts) == 1 else None
 
 

@@ -42,6 +42,11 @@ def _key(ident: Dict) -> Tuple:
     return tuple(sorted(ident.items()))
 
 
+def point_key(config: Dict) -> Tuple:
+    """The key of the point a run of `config` belongs to."""
+    return _key(identity(config))
+
+
 def rate_interval(rate: float, step_stats: Optional[Dict]) -> Tuple[float, float]:
     """The 95% CI of the mean step time carried over to images/sec (rate ∝ 1 / step time).
 

@@ -46,7 +46,7 @@ def build(root: str, out: Optional[str] = None) -> Report:
     points = aggregate.combine(runs)
     results_csv.write(os.path.join(out, "results.csv"),
                       results_csv.rows(runs, aggregate.run_efficiency(points), root))
-    failures = failed_runs(runs) + failed_sweep_points(root)
+    failures = retried(failed_runs(runs) + failed_sweep_points(root), points)
     comparisons = [(title, aggregate.compare(points, column, a, b)) for title, column, a, b in COMPARISONS]
     written = _plots(runs, points, out)
     title = os.path.basename(root)
@@ -60,6 +60,14 @@ def build(root: str, out: Optional[str] = None) -> Report:
 
 def failed_runs(runs: Sequence[Run]) -> List[summary.Failure]:
     return [summary.Failure(r.run_id, r.config, r.failed_task, r.reason) for r in runs if not r.ok]
+
+
+def retried(failures: Sequence[summary.Failure], points: Sequence[aggregate.Point]) -> List[summary.Failure]:
+    """Failures whose configuration also has an ok run (a sweep re-run fills failed points)
+    are marked, so that a report of all-ok points does not read as a failed sweep."""
+    ok = {p.key for p in points}
+    return [dataclasses.replace(f, retried_ok=aggregate.point_key(f.config) in ok) if f.config else f
+            for f in failures]
 
 
 def failed_sweep_points(root: str) -> List[summary.Failure]:

@@ -79,10 +79,11 @@ class Run:
 
     @property
     def cores_per_worker(self) -> Optional[int]:
-        """Cores each measuring task was pinned to (0: unpinned; None: unequal)."""
-        if self.cluster and "cores_per_worker" in self.cluster:
-            return self.cluster["cores_per_worker"]
-        return records.cores_per_worker(self.tasks)
+        """Cores per worker of the measuring tasks (0: unpinned; None: unequal), from the task
+        records when there are any (the cluster record's copy otherwise)."""
+        if self.measuring_tasks or not self.cluster:
+            return records.cores_per_worker(self.tasks)
+        return self.cluster.get("cores_per_worker")
 
     @property
     def global_batch(self) -> Optional[int]:

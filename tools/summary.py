@@ -31,6 +31,7 @@ class Failure:
     config: Dict
     failed_task: str
     reason: str
+    retried_ok: bool = False  # a later run of the same configuration finished ok
 
 
 def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
@@ -70,7 +71,9 @@ def findings_section(points: Sequence[Point]) -> List[str]:
 
 def _counts(points: Sequence[Point], failures: Sequence[Failure], num_runs: int) -> str:
     ok = sum(len(p.runs) for p in points)
-    return f"{num_runs} run(s) found: {ok} ok in {len(points)} configuration(s); {len(failures)} failed."
+    retried = sum(1 for f in failures if f.retried_ok)
+    later = f" ({retried} of them retried ok later)" if retried else ""
+    return f"{num_runs} run(s) found: {ok} ok in {len(points)} configuration(s); {len(failures)} failed{later}."
 
 
 def _headline(points: Sequence[Point]) -> str:
@@ -123,10 +126,11 @@ def comparison_table(pairs: Sequence[Comparison]) -> str:
 
 
 def failure_table(failures: Sequence[Failure]) -> str:
-    headers = ["run", "strategy", "workers", "batch/replica", "mode", "placement", "device", "failed task", "reason"]
+    headers = ["run", "strategy", "workers", "batch/replica", "mode", "placement", "device", "failed task", "reason",
+               "retried"]
     rows = [[f.name, f.config.get("strategy", ""), f.config.get("num_workers", ""), f.config.get("batch_size", ""),
              f.config.get("mode", ""), f.config.get("placement", ""), f.config.get("device", ""),
-             f.failed_task, f.reason] for f in failures]
+             f.failed_task, f.reason, "ok later" if f.retried_ok else "–"] for f in failures]
     return table(headers, rows)
 
 
