@@ -80,6 +80,14 @@ def check_namespaces(config) -> None:
         raise ConfigError(problem)
 
 
+def check_memory(config, plan, in_process: bool) -> None:
+    """Every task of a local or emulated run lives on this machine: refuse a run whose estimated
+    memory exceeds what is available (Slurm's nodes are not this machine: not checked)."""
+    from tfbench import memory
+
+    memory.check(config, [t.role for t in plan.tasks], in_process=in_process)
+
+
 def main(argv) -> int:
     os.environ.setdefault(startup.LAUNCHED_ENV, repr(time.time()))  # tasks' start-up starts here
     if len(argv) > 1:
@@ -94,6 +102,7 @@ def main(argv) -> int:
             plan = plan_for(config)
         else:
             plan = make_plan(config)
+            check_memory(config, plan, in_process=FLAGS.dry_run)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:

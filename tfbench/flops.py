@@ -12,11 +12,10 @@ size, classes, layout and TensorFlow version, so only a machine's first run pays
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, Optional
 
-from tfbench import peaks
+from tfbench import json_cache, peaks
 
 CACHE_ENV = "TFBENCH_FLOPS_CACHE"  # overrides the cache file (tests)
 
@@ -75,22 +74,11 @@ def count_model(build, input_shape) -> Dict[str, int]:
 
 
 def _read_cache() -> dict:
-    try:
-        with open(cache_path(), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    return json_cache.read(cache_path())
 
 
 def _write_cache(key: str, value: dict) -> None:
-    path = cache_path()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = _read_cache()
-    data[key] = value
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    json_cache.write(cache_path(), key, value)
 
 
 def per_image(model: str, image_size: int, num_classes: int, data_format: str = "NHWC") -> Dict[str, int]:
