@@ -20,9 +20,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
-from strategies import placement
+from strategies import placement, staleness
 from strategies.base import Measurement, StrategyAdapter
 from tfbench import steps
 from tfbench.benchmark import StepTiming
@@ -137,27 +137,34 @@ class ParameterServerAdapter(StrategyAdapter):
 
         config, model, optimizer, strategy = self.config, self.model, self.optimizer, self.strategy
         variables = model.trainable_variables
+        with strategy.scope():  # the version counter of strategies.staleness, on a ps
+            version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
 
         device = self.device
 
         def replica_fn(images, labels):
-            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
-                if config.mode == "forward":
+            if config.mode == "forward":
+                with tf.device(device):  # the worker's own device: the call's job/task fill the rest
                     value = steps.forward(model, images)
-                else:
-                    value = steps.train(model, optimizer, images, labels, config.batch_size)
+                return tf.identity(value), tf.constant(-1, tf.int64)  # no update: no staleness
+            read = version.read_value()
+            with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
+                value = steps.train(model, optimizer, images, labels, config.batch_size)
             # outside the partial device spec: a function's outputs must name exactly one device
-            return settled(value, variables) if config.mode == "train" else tf.identity(value)
+            value = settled(value, variables)
+            with tf.control_dependencies([value]):
+                applied = version.assign_add(1)
+            return value, applied - 1 - read
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator):
             start = tf.timestamp()
             with tf.control_dependencies([start]):  # variable reads from the ps count too
                 images, labels, shard = next(iterator)
-                value = on_this_worker(strategy.run(replica_fn, args=(images, labels)))
-            with tf.control_dependencies([value]):
+                value, stale = on_this_worker(strategy.run(replica_fn, args=(images, labels)))
+            with tf.control_dependencies([value, stale]):
                 end = tf.timestamp()
-            return value, start, end, shard, tf.constant(True)
+            return value, start, end, shard, tf.constant(True), stale
 
         return worker_step
 
@@ -258,8 +265,11 @@ class ParameterServerAdapter(StrategyAdapter):
         """One Measurement per worker (worker-side times) plus the coordinator's own, which is
         the cluster's step series (one sample per global step, or per round of N updates)."""
         by_worker: Dict[int, List[StepTiming]] = collections.defaultdict(list)
-        for _, start, end, shard, _ in closures:
+        stale_by_worker: Dict[int, List[Tuple[float, int]]] = collections.defaultdict(list)
+        for _, start, end, shard, _, stale_value in closures:
             by_worker[int(shard)].append(StepTiming(float(start), float(end) - float(start)))
+            stale_by_worker[int(shard)].append((float(start), int(stale_value)))
+        stale = staleness.by_worker((c[3], c[5]) for c in closures if int(c[5]) >= 0)
         base = dict(self.summary())
         base["ps_sync"] = self.sync
         base["num_ps"] = len(self.plan.cluster_spec.get("ps", []))
@@ -280,6 +290,9 @@ class ParameterServerAdapter(StrategyAdapter):
                                              "worker): pull weights, compute, push the update"
                              if train else "one forward pass of this worker (tf.timestamp on the worker)")
             extra["placement"] = self._placement("worker", worker)
+            if train:  # per update in the order of its timings, and summarised
+                extra["staleness"] = stale.get(f"worker_{worker}", {"updates": 0})
+                extra["staleness_per_update"] = [v for _, v in sorted(stale_by_worker[worker])]
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
         updates_after = self._iterations()
         chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
@@ -292,6 +305,7 @@ class ParameterServerAdapter(StrategyAdapter):
                      updates=updates_after - getattr(self, "updates_before", 0),
                      updates_counted="measured window only",
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
+                     **({"staleness": stale, "staleness_definition": staleness.DEFINITION} if train else {}),
                      placement=self._placement("chief", 0))
         if sync:
             chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
@@ -337,9 +351,12 @@ class ParameterServerAdapter(StrategyAdapter):
         for m in measurements:
             if m.role != "worker":
                 continue
+            stale = m.extra.get("staleness_per_update") or [None] * len(m.timings)
             with EventWriter(run.task_tb(f"worker_{m.index}"), suffix=".perf") as events:
-                for t in m.timings:
+                for t, value in zip(m.timings, stale):
                     end = t.start_wall + t.duration_s
-                    events.scalars({"perf/step_time_ms": t.duration_s * 1e3,
-                                    "perf/images_per_sec": m.images_per_step / t.duration_s},
-                                   step=timeline.step_ms(origin, end), wall_time=end)
+                    scalars = {"perf/step_time_ms": t.duration_s * 1e3,
+                               "perf/images_per_sec": m.images_per_step / t.duration_s}
+                    if value is not None:
+                        scalars["perf/staleness"] = value
+                    events.scalars(scalars, step=timeline.step_ms(origin, end), wall_time=end)

@@ -38,7 +38,7 @@ class GlobalStep:
 
     start_wall: float
     duration_s: float
-    closures: List[tuple]  # (loss, start, end, worker, fresh) of the contributing closures
+    closures: List[tuple]  # (loss, start, end, worker, fresh, staleness) of the contributing closures
     skipped: int  # closures that landed on a worker that had already contributed
     apply_s: float  # the update on the ps, as the coordinator saw it
 
@@ -90,7 +90,7 @@ class SyncOnPs:
         model, config, strategy = self.model, self.config, self.strategy
         global_batch = config.batch_size * self.num_workers
         accumulators, pieces, last_step = self.accumulators, self.pieces, self.last_step
-        device = self.device
+        device, iterations = self.device, self.optimizer.iterations  # the global step: the version
 
         def contribute(images, labels, worker, step):
             with tf.device(device):  # the worker's own device: the call's job/task fill the rest
@@ -105,21 +105,23 @@ class SyncOnPs:
                 return settled(loss, [a for accs in accumulators for a in accs])
 
         def replica_fn(images, labels, worker, step):
-            fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
-            loss = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
-                           lambda: tf.constant(0.0, tf.float32))
-            return loss, fresh
+            read = iterations.read_value()  # the version of strategies.staleness, before the weights
+            with tf.control_dependencies([read]):
+                fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
+                loss = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
+                               lambda: tf.constant(0.0, tf.float32))
+            return loss, fresh, read
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator, step):
             start = tf.timestamp()
             with tf.control_dependencies([start]):  # the closure's reads from the ps count too
                 images, labels, worker = next(iterator)
-                loss, fresh = on_this_worker(
+                loss, fresh, read = on_this_worker(
                     strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
-            with tf.control_dependencies([loss, fresh]):
+            with tf.control_dependencies([loss, fresh, read]):
                 end = tf.timestamp()
-            return loss, start, end, worker, fresh
+            return loss, start, end, worker, fresh, read
 
         return worker_step
 
@@ -162,10 +164,10 @@ class SyncOnPs:
                       for _ in range(n - len(contributed))]
             self.coordinator.join()
             for value in values:
-                loss, start, end, worker, fresh = value.fetch()
+                loss, start, end, worker, fresh, read = value.fetch()
                 if bool(fresh):
                     contributed.add(int(worker))
-                    closures.append((loss, start, end, int(worker), True))
+                    closures.append((loss, start, end, int(worker), True, int(read)))
                 else:
                     skipped += 1
             rounds += 1
@@ -173,8 +175,9 @@ class SyncOnPs:
             raise MissingGradient(f"synchronous ps: global step {step} got gradients from workers "
                                   f"{sorted(int(c[3]) for c in closures)}, expected each of 0..{n - 1} once")
         a0 = time.perf_counter()
-        self.apply().numpy()
+        version = int(self.apply().numpy())  # the global step this update made
         t1 = time.perf_counter()
+        closures = [c[:5] + (version - 1 - c[5],) for c in closures]  # staleness: 0 when in step
         return GlobalStep(start_wall, t1 - t0, closures, skipped, t1 - a0)
 
 

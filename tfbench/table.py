@@ -46,6 +46,9 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
                  f" = {cluster['images_per_sec']:.1f}")
     lines += performance_lines(config, cluster, tasks)
+    stale = next((t["staleness"] for t in tasks if t.get("cluster_steps") and t.get("staleness")), None)
+    if stale:
+        lines.append(staleness_line(stale))
     if any(t.get("counts_toward_cluster") is False for t in tasks):
         lines.append("* coordinator view; not counted in the cluster rate")
     shared = [t for t in tasks if t.get("shares_cores_with")]
@@ -58,6 +61,17 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     if fell_back:
         lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")
     return "\n".join(lines)
+
+
+def staleness_line(stats: dict) -> str:
+    """Parameter-server updates: the staleness summary the coordinator recorded."""
+    every = stats.get("all", {})
+    if not every.get("updates"):
+        return "staleness: no updates measured"
+    workers = ", ".join(f"{name} max {s['max']}" for name, s in sorted(stats.items())
+                        if name != "all" and s.get("updates"))
+    return (f"staleness (updates the ps applied between a worker's read and its own update): "
+            f"max {every['max']}, mean {every['mean']:.2f} over {every['updates']} updates ({workers})")
 
 
 def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:

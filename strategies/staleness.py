@@ -1,0 +1,41 @@
+"""Staleness of parameter-server updates: how many updates the ps applied between the version of
+the parameters a worker read and the version its own update was applied to.
+
+A version counter lives on the ps. Asynchronous training: each closure reads it before it reads
+the weights and increments it after its update is applied; the increment's result says how many
+other updates came in between (staleness = new version - 1 - version read). Synchronous
+training: the counter is the global step the update on the ps increments, so a gradient read at
+version v and applied by the update that makes it v + 1 has staleness 0. The counter is exact
+for its own order; the weights a closure reads may already include an update that landed
+between the counter read and the weight reads (a closure in flight), so a value can be one
+higher than the weights' true age, never lower.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Dict, Iterable, List, Tuple
+
+DEFINITION = ("updates the ps applied between the version a worker read (before its weights) and the "
+              "update its gradient went into: new version - 1 - version read (sync: 0 when the gradient "
+              "is applied by the global step it was computed for)")
+
+
+def summary(values: Iterable[int]) -> Dict:
+    """max, mean and histogram ({staleness: updates}) of one worker's (or all) updates."""
+    values = [int(v) for v in values]
+    if not values:
+        return {"updates": 0}
+    counts = collections.Counter(values)
+    return {"updates": len(values), "max": max(values), "mean": sum(values) / len(values),
+            "histogram": {str(k): counts[k] for k in sorted(counts)}}
+
+
+def by_worker(pairs: Iterable[Tuple[int, int]]) -> Dict[str, Dict]:
+    """(worker, staleness) pairs -> {'all': summary, 'worker_<i>': summary, ...}."""
+    grouped: Dict[int, List[int]] = collections.defaultdict(list)
+    for worker, value in pairs:
+        grouped[int(worker)].append(int(value))
+    out = {"all": summary(v for values in grouped.values() for v in values)}
+    out.update({f"worker_{w}": summary(values) for w, values in sorted(grouped.items())})
+    return out
+

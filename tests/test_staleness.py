@@ -1,0 +1,40 @@
+"""Staleness of parameter-server updates, measured with a version counter on the ps: asynchronous
+workers apply gradients computed on parameters that others have updated since (staleness > 0
+occurs); synchronous ones never do (0 for every gradient)."""
+import os
+
+import pytest
+
+from strategies import staleness
+from tfrun import run_tiny, scalars, task_records
+
+
+def test_summary_per_worker_and_overall():
+    stats = staleness.by_worker([(0, 0), (0, 2), (1, 1), (1, 1), (0, 0)])
+    assert stats["all"] == {"updates": 5, "max": 2, "mean": 0.8, "histogram": {"0": 2, "1": 2, "2": 1}}
+    assert stats["worker_0"]["max"] == 2 and stats["worker_1"]["histogram"] == {"1": 2}
+    assert staleness.summary([]) == {"updates": 0}
+
+
+@pytest.mark.slow
+def test_async_updates_are_stale_and_logged_per_update(logdir):
+    _, run = run_tiny(logdir, "stale_async", "--strategy=parameter_server", "--num_workers=2", "--num_steps=15")
+    tasks = task_records(run)
+    stats = tasks["chief_0"]["staleness"]
+    assert stats["all"]["updates"] == 30  # 15 rounds of 2 updates
+    assert stats["all"]["max"] >= 1, stats  # two workers interleave: some update lands on newer weights
+    assert min(int(k) for k in stats["all"]["histogram"]) >= 0
+    for index in (0, 1):
+        worker = tasks[f"worker_{index}"]
+        assert len(worker["staleness_per_update"]) == worker["num_measured_steps"]
+        events = scalars(os.path.join(run, "tb", f"worker_{index}"))
+        assert [e.value for e in events["perf/staleness"]] == worker["staleness_per_update"]
+
+
+@pytest.mark.slow
+def test_sync_updates_are_never_stale(logdir):
+    out, run = run_tiny(logdir, "stale_sync", "--strategy=parameter_server", "--num_workers=2", "--ps_sync",
+                        "--num_steps=5")
+    stats = task_records(run)["chief_0"]["staleness"]
+    assert stats["all"] == {"updates": 10, "max": 0, "mean": 0.0, "histogram": {"0": 10}}
+    assert "staleness (updates the ps applied" in out and "max 0" in out
