@@ -295,6 +295,8 @@ class ParameterServerAdapter(StrategyAdapter):
                 extra["staleness_per_update"] = [v for _, v in sorted(stale_by_worker[worker])]
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
         updates_after = self._iterations()
+        updates = updates_after - getattr(self, "updates_before", 0)
+        measured_s = sum(t.duration_s for t in coordinator_steps)
         chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
                      step_label="global step" if sync else f"{self.num_workers} updates",
                      step_definition=(
@@ -302,8 +304,8 @@ class ParameterServerAdapter(StrategyAdapter):
                          "then the update applied on the ps; from scheduling to the update applied" if sync else
                          f"{self.num_workers} {'updates' if train else 'forward passes'} (coordinator): one round "
                          f"of {self.num_workers} scheduled steps, from the previous round's completion to its own"),
-                     updates=updates_after - getattr(self, "updates_before", 0),
-                     updates_counted="measured window only",
+                     updates=updates, updates_counted="measured window only",
+                     updates_per_sec=updates / measured_s if measured_s > 0 else None,
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
                      **({"staleness": stale, "staleness_definition": staleness.DEFINITION} if train else {}),
                      placement=self._placement("chief", 0))

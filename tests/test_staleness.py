@@ -24,6 +24,9 @@ def test_async_updates_are_stale_and_logged_per_update(logdir):
     assert stats["all"]["updates"] == 30  # 15 rounds of 2 updates
     assert stats["all"]["max"] >= 1, stats  # two workers interleave: some update lands on newer weights
     assert min(int(k) for k in stats["all"]["histogram"]) >= 0
+    chief = tasks["chief_0"]  # updates per second over the coordinator's measured rounds
+    assert chief["updates"] == 30
+    assert chief["updates_per_sec"] == pytest.approx(30 / sum(chief["step_times_s"]), rel=1e-6)
     for index in (0, 1):
         worker = tasks[f"worker_{index}"]
         assert len(worker["staleness_per_update"]) == worker["num_measured_steps"]
@@ -38,3 +41,4 @@ def test_sync_updates_are_never_stale(logdir):
     stats = task_records(run)["chief_0"]["staleness"]
     assert stats["all"] == {"updates": 10, "max": 0, "mean": 0.0, "histogram": {"0": 10}}
     assert "staleness (updates the ps applied" in out and "max 0" in out
+    assert "updates: 5 in the measured window" in out  # one update per global step

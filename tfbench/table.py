@@ -46,9 +46,12 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
                  f" = {cluster['images_per_sec']:.1f}")
     lines += performance_lines(config, cluster, tasks)
-    stale = next((t["staleness"] for t in tasks if t.get("cluster_steps") and t.get("staleness")), None)
-    if stale:
-        lines.append(staleness_line(stale))
+    coordinator = next((t for t in tasks if t.get("cluster_steps")), {})
+    if coordinator.get("updates_per_sec"):
+        lines.append(f"updates: {coordinator['updates']} in the measured window = "
+                     f"{coordinator['updates_per_sec']:.1f} per second (parameter-server updates applied)")
+    if coordinator.get("staleness"):
+        lines.append(staleness_line(coordinator["staleness"]))
     if any(t.get("counts_toward_cluster") is False for t in tasks):
         lines.append("* coordinator view; not counted in the cluster rate")
     shared = [t for t in tasks if t.get("shares_cores_with")]
