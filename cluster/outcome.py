@@ -57,6 +57,10 @@ def report(ending: Ending, first_record: int, run: RunDir, config: RunConfig, ex
     """Appends the cluster record (or a "failed" one) and says how the run ended."""
     extra = {"config": config.to_dict(), "strategy": config.strategy, "num_workers": config.num_workers,
              "num_ps": config.effective_num_ps, **extra}
+    if config.straggler:
+        from cluster.straggler import describe
+
+        extra["straggler"] = describe(config.straggler_task, config.straggler_slowdown)
     if ending.kind == "ok":
         task_records = [r for r in records.read(run.results)[first_record:] if r.get("kind") == "task"]
         try:

@@ -27,6 +27,7 @@ from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine, all_ready, describe, phase_text
+from cluster.straggler import Straggler
 from tfbench import records
 from tfbench.config import RunConfig
 from tfbench.rundir import RunDir
@@ -144,6 +145,7 @@ class _Attempt:
         self.others: Dict[psutil.Process, None] = {}
         self.ready = False
         self.started_at = time.monotonic()
+        self.stragglers: List[Straggler] = []
 
     def run(self, first: bool) -> Ending:
         """Service tasks still serving after a successful run get the longer grace period."""
@@ -171,6 +173,8 @@ class _Attempt:
                 return Ending("failed", unit.name, f"could not start {unit.name}: {e}")
             self._pin(self.processes[-1])
             self._monitor(unit.name, self.processes[-1].popen.pid)
+            if unit.name == self.config.straggler_task:  # its own session: the pid is the group
+                self.stragglers.append(Straggler(self.processes[-1].popen.pid, self.config.straggler_slowdown).start())
         return None
 
     def _pin(self, process: _Process) -> None:
@@ -325,6 +329,8 @@ class _Attempt:
 
     # -- stopping
     def _teardown(self, grace: float) -> None:
+        for straggler in self.stragglers:  # continued first: a stopped task cannot exit on SIGTERM
+            straggler.stop()
         popens = [p.popen for p in self.processes]
         self.others.update(dict.fromkeys(teardown.descendants(p.pid for p in popens)))
         others = [*self.others, *teardown.processes_of_run(self.run_dir.path)]

@@ -62,6 +62,10 @@ def settled(value, variables):
         return tf.identity(value)
 
 
+IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
+            "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
+
+
 def on_this_worker(values):
     """`values` as outputs of the closure's function, free of the strategy's partial device.
 
@@ -276,6 +280,7 @@ class ParameterServerAdapter(StrategyAdapter):
         sync, train = self.sync, self.config.mode == "train"
         out = []
         last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
+        window_s = last_global_end - coordinator_steps[0].start_wall
         for worker, timings in sorted(by_worker.items()):
             timings.sort(key=lambda t: t.start_wall)
             if sync:
@@ -290,6 +295,9 @@ class ParameterServerAdapter(StrategyAdapter):
                                              "worker): pull weights, compute, push the update"
                              if train else "one forward pass of this worker (tf.timestamp on the worker)")
             extra["placement"] = self._placement("worker", worker)
+            busy = sum(t.duration_s for t in timings)
+            extra["idleness"] = min(1.0, max(0.0, 1.0 - busy / window_s)) if window_s > 0 else None
+            extra["idleness_definition"] = IDLENESS
             if train:  # per update in the order of its timings, and summarised
                 extra["staleness"] = stale.get(f"worker_{worker}", {"updates": 0})
                 extra["staleness_per_update"] = [v for _, v in sorted(stale_by_worker[worker])]

@@ -32,6 +32,10 @@ BAD_INPUTS = [
     (["--no_such_flag=1"], "no_such_flag"),
     (["positional"], "unexpected arguments"),
     (["--cores_per_worker=4096"], "--cores_per_worker must be between 0"),
+    (["--straggler=worker_0:2"], "--straggler needs peers"),
+    (["--strategy=multi_worker_mirrored", "--num_workers=2", "--straggler=worker_2:2"], "expected TASK:FACTOR"),
+    (["--strategy=multi_worker_mirrored", "--num_workers=2", "--straggler=worker_1:1"], "above 1"),
+    (["--strategy=horovod", "--num_workers=2", "--straggler=worker_1:2"], "needs --network=emulated"),
 ]
 
 

@@ -124,11 +124,23 @@ class RunConfig:
     link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
+    straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
 
     # ---- derived values -------------------------------------------------------------------
     @property
     def effective_source_image_size(self) -> int:
         return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
+
+    @property
+    def straggler_task(self) -> str:
+        return self.straggler.partition(":")[0]
+
+    @property
+    def straggler_slowdown(self) -> float:
+        try:
+            return float(self.straggler.partition(":")[2])
+        except ValueError:
+            return 0.0
 
     @property
     def effective_num_ps(self) -> int:
@@ -168,6 +180,27 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_straggler(c: "RunConfig") -> None:
+    need = _need
+    tasks = [f"worker_{i}" for i in range(c.num_workers)]
+    if c.strategy == "parameter_server":
+        tasks += ["chief_0"] + [f"ps_{i}" for i in range(c.effective_num_ps)]
+    need(c.strategy in MULTI_TASK_STRATEGIES, f"--straggler needs peers: --strategy={c.strategy} runs one task")
+    need(c.straggler_task in tasks and c.straggler_slowdown > 0,
+         f"--straggler={c.straggler!r}: expected TASK:FACTOR with TASK one of {', '.join(tasks)}, e.g. worker_1:2.0")
+    need(1.0 < c.straggler_slowdown <= 100.0, f"--straggler slowdown must be above 1 and at most 100, got "
+                                              f"{c.straggler_slowdown:g}")
+    need(c.launcher == "local", "--straggler applies to processes this machine starts, not to --launcher=slurm")
+    need(c.strategy != "horovod" or c.network == "emulated",
+         "--straggler with --strategy=horovod needs --network=emulated: locally horovodrun starts every rank "
+         "as one process group")
+
+
 def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
 
@@ -178,10 +211,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     """
     c = config
 
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            raise ConfigError(message)
-
+    need = _need
     need(c.model in MODELS, f"--model={c.model!r} is unknown; choose one of {', '.join(sorted(MODELS))}")
     need(c.mode in MODES, f"--mode={c.mode!r} is unknown; choose train or forward")
     need(c.strategy in STRATEGIES, f"--strategy={c.strategy!r} is unknown; choose one of {', '.join(STRATEGIES)}")
@@ -226,7 +256,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
         need(c.num_workers == 1, f"--strategy={c.strategy} runs one task; use multi_worker_mirrored, parameter_server or horovod for --num_workers={c.num_workers}")
     need(c.num_ps >= 0, f"--num_ps must be 0 or more, got {c.num_ps}")
     if c.strategy != "parameter_server":
-        need(c.num_ps == 0, f"--num_ps applies to --strategy=parameter_server only")
+        need(c.num_ps == 0, "--num_ps applies to --strategy=parameter_server only")
         need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
     need(not c.ps_sync or c.mode == "train",
          "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
@@ -239,6 +269,9 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.strategy != "default" or c.num_local_devices <= 1,
          "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
+
+    if c.straggler:
+        _check_straggler(c)
 
     # Network.
     need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")

@@ -52,6 +52,13 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
                      f"{coordinator['updates_per_sec']:.1f} per second (parameter-server updates applied)")
     if coordinator.get("staleness"):
         lines.append(staleness_line(coordinator["staleness"]))
+    idle = [f"{t['role']}_{t['index']} {t['idleness']:.2f}" for t in sorted(tasks, key=lambda r: r["index"])
+            if t.get("idleness") is not None]
+    if idle:
+        lines.append("idleness (share of the measured window with no closure running on the worker): " + ", ".join(idle))
+    if config.straggler:
+        lines.append(f"straggler: {config.straggler_task} ran 1/{config.straggler_slowdown:g} of the time "
+                     "(stopped and continued by the launcher)")
     if any(t.get("counts_toward_cluster") is False for t in tasks):
         lines.append("* coordinator view; not counted in the cluster rate")
     shared = [t for t in tasks if t.get("shares_cores_with")]

@@ -1,0 +1,51 @@
+"""A straggler made on purpose: the launcher runs one task 1/FACTOR of the time by stopping and
+continuing its process group, which costs its peers no CPU; in synchronous training its peers
+then wait for it (their idleness grows), and the task is never left stopped."""
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from cluster.straggler import Straggler
+from tfrun import cluster_record, run_tiny, task_records
+
+BUSY = [sys.executable, "-c", "while True: pass"]
+
+
+def test_a_straggler_runs_a_fraction_of_the_time_and_is_left_running():
+    proc = subprocess.Popen(BUSY, start_new_session=True)
+    try:
+        process = psutil.Process(proc.pid)
+        time.sleep(0.2)
+        before, t0 = sum(process.cpu_times()[:2]), time.monotonic()
+        straggler = Straggler(proc.pid, slowdown=4.0).start()
+        time.sleep(1.5)
+        share = (sum(process.cpu_times()[:2]) - before) / (time.monotonic() - t0)
+        straggler.stop()
+        assert 0.05 < share < 0.5, share  # about 1/4 of a core; unslowed it would be ~1
+        time.sleep(0.1)
+        assert process.status() != psutil.STATUS_STOPPED
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_stopping_after_the_process_ended_is_harmless():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    proc.wait()
+    straggler = Straggler(proc.pid, slowdown=2.0).start()
+    time.sleep(0.1)
+    straggler.stop()
+
+
+@pytest.mark.slow
+def test_sync_peers_wait_for_a_straggler(logdir):
+    _, run = run_tiny(logdir, "straggler", "--strategy=parameter_server", "--num_workers=2", "--ps_sync",
+                      "--image_size=64", "--batch_size=32", "--num_steps=8", "--straggler=worker_1:4")
+    tasks = task_records(run)
+    slow, fast = tasks["worker_1"], tasks["worker_0"]
+    assert slow["stats"]["mean_s"] > 2 * fast["stats"]["mean_s"], (slow["stats"], fast["stats"])
+    assert 0 <= slow["idleness"] < fast["idleness"] <= 1, (slow["idleness"], fast["idleness"])
+    assert cluster_record(run)["straggler"]["task"] == "worker_1"
