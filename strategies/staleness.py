@@ -6,9 +6,9 @@ the weights and increments it after its update is applied; the increment's resul
 other updates came in between (staleness = new version - 1 - version read). Synchronous
 training: the counter is the global step the update on the ps increments, so a gradient read at
 version v and applied by the update that makes it v + 1 has staleness 0. The counter is exact
-for its own order; the weights a closure reads may already include an update that landed
-between the counter read and the weight reads (a closure in flight), so a value can be one
-higher than the weights' true age, never lower.
+for its own order; an update of another closure in flight whose weights land on one side of a
+read or apply and whose increment lands on the other makes a value differ from the weights'
+true age by that closure.
 """
 from __future__ import annotations
 
@@ -38,4 +38,3 @@ def by_worker(pairs: Iterable[Tuple[int, int]]) -> Dict[str, Dict]:
     out = {"all": summary(v for values in grouped.values() for v in values)}
     out.update({f"worker_{w}": summary(values) for w, values in sorted(grouped.items())})
     return out
-

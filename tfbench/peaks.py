@@ -9,9 +9,10 @@ the record says so; a peak is never guessed.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 from typing import Optional
+
+from tfbench import json_cache
 
 CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
 UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.peak`"
@@ -36,28 +37,14 @@ def machine_key(cpu_model: Optional[str] = None) -> str:
     return f"{cpu_model or read_cpu_model()}|{os.cpu_count()} cpus|tf {tf_version()}"
 
 
-def _read_all(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
 def load(key: Optional[str] = None) -> Optional[dict]:
     """The cached peak of this machine, or None when it was never measured."""
-    return _read_all(cache_path()).get(key or machine_key())
+    return json_cache.read(cache_path()).get(key or machine_key())
 
 
 def store(entry: dict, key: Optional[str] = None) -> str:
     path = cache_path()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = _read_all(path)
-    data[key or machine_key()] = entry
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    json_cache.write(path, key or machine_key(), entry)
     return path
 
 
