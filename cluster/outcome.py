@@ -10,6 +10,7 @@ import dataclasses
 import os
 from typing import Callable, List, Optional
 
+from cluster import straggler
 from cluster.status import StatusLine
 from tfbench import records
 from tfbench.config import RunConfig
@@ -58,9 +59,7 @@ def report(ending: Ending, first_record: int, run: RunDir, config: RunConfig, ex
     extra = {"config": config.to_dict(), "strategy": config.strategy, "num_workers": config.num_workers,
              "num_ps": config.effective_num_ps, **extra}
     if config.straggler:
-        from cluster.straggler import describe
-
-        extra["straggler"] = describe(config.straggler_task, config.straggler_slowdown)
+        extra["straggler"] = straggler.describe(config.straggler_task, config.straggler_slowdown)
     if ending.kind == "ok":
         task_records = [r for r in records.read(run.results)[first_record:] if r.get("kind") == "task"]
         try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from strategies import placement, staleness
 from strategies.base import Measurement, StrategyAdapter
@@ -141,7 +141,9 @@ class ParameterServerAdapter(StrategyAdapter):
 
         config, model, optimizer, strategy = self.config, self.model, self.optimizer, self.strategy
         variables = model.trainable_variables
-        with strategy.scope():  # the version counter of strategies.staleness, on a ps
+        # the version counter of strategies.staleness, on the ps of the first variable: its ops
+        # join that ps' part of the step rather than calling another ps
+        with strategy.scope(), strategy.extended.colocate_vars_with(variables[0]):
             version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
 
         device = self.device
@@ -269,11 +271,11 @@ class ParameterServerAdapter(StrategyAdapter):
         """One Measurement per worker (worker-side times) plus the coordinator's own, which is
         the cluster's step series (one sample per global step, or per round of N updates)."""
         by_worker: Dict[int, List[StepTiming]] = collections.defaultdict(list)
-        stale_by_worker: Dict[int, List[Tuple[float, int]]] = collections.defaultdict(list)
-        for _, start, end, shard, _, stale_value in closures:
+        stale_by_worker: Dict[int, List[int]] = collections.defaultdict(list)  # -1: no update
+        for _, start, end, shard, _, stale_value in sorted(closures, key=lambda c: float(c[1])):
             by_worker[int(shard)].append(StepTiming(float(start), float(end) - float(start)))
-            stale_by_worker[int(shard)].append((float(start), int(stale_value)))
-        stale = staleness.by_worker((c[3], c[5]) for c in closures if int(c[5]) >= 0)
+            stale_by_worker[int(shard)].append(int(stale_value))
+        stale = staleness.by_worker((w, v) for w, values in stale_by_worker.items() for v in values if v >= 0)
         base = dict(self.summary())
         base["ps_sync"] = self.sync
         base["num_ps"] = len(self.plan.cluster_spec.get("ps", []))
@@ -282,7 +284,6 @@ class ParameterServerAdapter(StrategyAdapter):
         last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
         window_s = last_global_end - coordinator_steps[0].start_wall
         for worker, timings in sorted(by_worker.items()):
-            timings.sort(key=lambda t: t.start_wall)
             if sync:
                 extra = dict(base, step_label="gradient push",
                              step_definition="this worker's gradient closure (tf.timestamp on the worker): "
@@ -300,7 +301,7 @@ class ParameterServerAdapter(StrategyAdapter):
             extra["idleness_definition"] = IDLENESS
             if train:  # per update in the order of its timings, and summarised
                 extra["staleness"] = stale.get(f"worker_{worker}", {"updates": 0})
-                extra["staleness_per_update"] = [v for _, v in sorted(stale_by_worker[worker])]
+                extra["staleness_per_update"] = stale_by_worker[worker]
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
         updates_after = self._iterations()
         updates = updates_after - getattr(self, "updates_before", 0)

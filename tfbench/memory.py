@@ -110,7 +110,7 @@ def task_bytes(role: str, config, model: Dict[str, int], images_per_step: int) -
     """Estimated peak bytes of one task (see the module docstring)."""
     weights = 4 * model["params"]
     if role == "ps":
-        return RUNTIME_BYTES + 2 * weights // max(1, config.num_ps or 1)
+        return RUNTIME_BYTES + 2 * weights // max(1, config.effective_num_ps)
     if config.mode == "train":
         activations = 4 * model["activation_floats"] * images_per_step
         return RUNTIME_BYTES + 2 * weights + activations
