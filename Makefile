@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench sweep strategies network horovod slurm clean
+.PHONY: setup run test test-fast bench sweep strategies network staleness horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -53,6 +53,11 @@ sweep: setup
 # Every strategy, 1 and 2 one-core workers, ResNet50 64 px: rates and scaling efficiency.
 strategies: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/strategies.yaml
+
+# Sync vs async vs bounded-staleness parameter servers, MWMS and Horovod on real data (digits),
+# 1-4 workers, with and without a straggler: staleness, idleness, time to 90% accuracy (~10 min).
+staleness: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/staleness.yaml --sweep_dir=sweeps/staleness-$$(date +%Y%m%d-%H%M%S)
 
 # PS (collocated, separate), MWMS and Horovod on emulated hosts, 1-4 workers, per link rate (~20 min).
 network: setup

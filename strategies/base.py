@@ -120,8 +120,7 @@ class SyncAdapter(StrategyAdapter):
         from tfbench.tf_import import tf
 
         strategy, config = self.strategy, self.config
-        values = strategy.experimental_distribute_values_from_function(
-            lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
+        batches = self._batches()
         global_batch = self.global_batch_size
         model, optimizer = self.model, self.optimizer
 
@@ -142,13 +141,49 @@ class SyncAdapter(StrategyAdapter):
             # all-reduce, so forward steps never synchronise workers (like Horovod's).
                 return tf.add_n(list(strategy.experimental_local_results(per_replica)))
 
-        self.step_function = lambda: step.get_concrete_function(values)
-        return lambda: step(values).numpy()
+        sample = batches()
+        self.step_function = lambda: step.get_concrete_function(sample)
+        return lambda: step(batches()).numpy()
+
+    def _batches(self) -> Callable[[], object]:
+        """What each step gets: synthetic data is one fixed batch per replica, made once; a real
+        dataset is read on, each replica from its own shard (tfbench.datasets)."""
+        strategy, config = self.strategy, self.config
+        if config.dataset == "synthetic":
+            values = strategy.experimental_distribute_values_from_function(
+                lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
+            return lambda: values
+        from tfbench import datasets
+
+        def dataset_fn(ctx):  # a task's local replicas take turns at its pipeline's batches
+            return datasets.train_dataset(config, ctx.input_pipeline_id, ctx.num_input_pipelines,
+                                          config.batch_size)
+
+        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        return lambda: next(iterator)
 
     def _replica_batch(self, shard: int):
         from tfbench.data import batch_for
 
         return batch_for(self.config, self.config.batch_size, shard)
+
+    def evaluation(self, profiler=None):
+        """Step hooks: the profiler, and held-out evaluation on the task that evaluates."""
+        from tfbench import convergence
+
+        evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
+                                     self.device) if self.evaluates else None
+        self.evaluator = evaluator
+        if evaluator is None:
+            return profiler
+        counts = lambda: (int(self.optimizer.iterations.numpy()),  # noqa: E731
+                          int(self.optimizer.iterations.numpy()) * self.global_batch_size)
+        return benchmark.StepHooks(profiler, convergence.Hook(evaluator, counts))
+
+    @property
+    def evaluates(self) -> bool:
+        """One task evaluates a synchronous run: worker 0 (the only task of a one-task run)."""
+        return self.task.index == 0
 
     def setup(self) -> Callable[[], object]:
         with self.device_scope():
@@ -163,9 +198,13 @@ class SyncAdapter(StrategyAdapter):
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
         step = self.setup()
         probe = placement.PlacementProbe()
+        hooks = self.evaluation(profiler)
         with self.device_scope():
-            timings = benchmark.run_steps(step, self.config, reporter, profiler, first_warmup=probe)
+            timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe)
         extra = dict(self.summary())
+        if getattr(self, "evaluator", None) is not None:
+            extra["convergence"] = self.evaluator.summary()
+            self.evaluator.close()
         extra["placement"] = probe.report(self.config, self.device, self.model.variables)
         requested = getattr(self, "step_function", None)
         if requested is not None:

@@ -43,7 +43,7 @@ class HorovodAdapter(SyncAdapter):
         from tfbench.tf_import import tf
 
         hvd, config, model, optimizer = self.hvd, self.config, self.model, self.optimizer
-        images, labels = self._replica_batch(hvd.rank())
+        batches = self._rank_batches()
         compression = hvd.Compression.fp16 if config.horovod_fp16_allreduce else hvd.Compression.none
 
         def wrap(tape):
@@ -59,8 +59,23 @@ class HorovodAdapter(SyncAdapter):
                     return steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
                 return steps.forward(model, images)
 
-        self.step_function = lambda: step.get_concrete_function(images, labels)
-        return lambda: step(images, labels).numpy()
+        sample = batches()
+        self.step_function = lambda: step.get_concrete_function(*sample)
+        return lambda: step(*batches()).numpy()
+
+    def _rank_batches(self):
+        """This rank's data: its fixed synthetic batch, or its shard of a real dataset read on."""
+        if self.config.dataset == "synthetic":
+            batch = self._replica_batch(self.hvd.rank())
+            return lambda: batch
+        from tfbench import datasets
+
+        iterator = iter(datasets.train_dataset(self.config, self.hvd.rank(), self.hvd.size(), self.config.batch_size))
+        return lambda: next(iterator)
+
+    @property
+    def evaluates(self) -> bool:
+        return self.hvd.rank() == 0
 
     def summary(self):
         out = super().summary()

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import time
 from typing import Dict, List
 
 from strategies import placement, staleness
 from strategies.base import Measurement, StrategyAdapter
-from tfbench import steps
 from tfbench.benchmark import StepTiming
 from tfbench.events import EventWriter
 
@@ -123,8 +121,15 @@ class ParameterServerAdapter(StrategyAdapter):
 
         config, strategy = self.config, self.strategy
 
+        num_workers = self.num_workers
+
         def dataset_fn(_context):
             shard = tf.distribute.coordinator.experimental_get_current_worker_index()
+            if config.dataset != "synthetic":  # this worker's shard of the real data, read on
+                from tfbench import datasets
+
+                return datasets.train_dataset(config, shard, num_workers, config.batch_size).map(
+                    lambda x, y: (x, y, tf.cast(shard, tf.int32)))
             return (tf.data.Dataset.from_tensors(shard)
                     .map(lambda s: batch_for(config, config.batch_size, s) + (tf.cast(s, tf.int32),))
                     .cache().repeat())
@@ -134,45 +139,6 @@ class ParameterServerAdapter(StrategyAdapter):
             return strategy.distribute_datasets_from_function(dataset_fn)
 
         return iter(self.coordinator.create_per_worker_dataset(per_worker_dataset_fn))
-
-    def _async_step(self):
-        """The scheduled function of asynchronous training (or forward passes): one update."""
-        from tfbench.tf_import import tf
-
-        config, model, optimizer, strategy = self.config, self.model, self.optimizer, self.strategy
-        variables = model.trainable_variables
-        # the version counter of strategies.staleness, on the ps of the first variable: its ops
-        # join that ps' part of the step rather than calling another ps
-        with strategy.scope(), strategy.extended.colocate_vars_with(variables[0]):
-            version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
-
-        device = self.device
-
-        def replica_fn(images, labels):
-            if config.mode == "forward":
-                with tf.device(device):  # the worker's own device: the call's job/task fill the rest
-                    value = steps.forward(model, images)
-                return tf.identity(value), tf.constant(-1, tf.int64)  # no update: no staleness
-            read = version.read_value()
-            with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
-                value = steps.train(model, optimizer, images, labels, config.batch_size)
-            # outside the partial device spec: a function's outputs must name exactly one device
-            value = settled(value, variables)
-            with tf.control_dependencies([value]):
-                applied = version.assign_add(1)
-            return value, applied - 1 - read
-
-        @tf.function(jit_compile=config.xla or None)
-        def worker_step(iterator):
-            start = tf.timestamp()
-            with tf.control_dependencies([start]):  # variable reads from the ps count too
-                images, labels, shard = next(iterator)
-                value, stale = on_this_worker(strategy.run(replica_fn, args=(images, labels)))
-            with tf.control_dependencies([value, stale]):
-                end = tf.timestamp()
-            return value, start, end, shard, tf.constant(True), stale
-
-        return worker_step
 
     def _measuring(self) -> None:
         """Between warm-up and the measured steps: count updates from here; the coordinator's
@@ -187,28 +153,69 @@ class ParameterServerAdapter(StrategyAdapter):
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
+        from strategies import ps_async
+
         self.build_model()
         self.initial_weights = self.weights()
         iterator = self._dataset()
+        self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
+        hooks = self._hooks(profiler)
         if self.sync:
             from strategies.ps_sync import SyncOnPs
 
             self.sync_step = SyncOnPs(self.strategy, self.coordinator, self.model, self.optimizer,
                                       self.config, self.num_workers, self.device)
             self.worker_step = self.sync_step.worker_step
-            closures, coordinator_steps = self._run_sync(iterator, reporter, profiler)
+            closures, coordinator_steps = self._run_sync(iterator, reporter, hooks)
         else:
-            self.worker_step = self._async_step()
-            closures, coordinator_steps = self._run_async(iterator, reporter, profiler)
+            self.worker_step = ps_async.worker_step(self)
+            loop = ps_async.run_bounded if self.config.ps_staleness_bound >= 0 else ps_async.run_rounds
+            warm, last = self.config.num_warmup_steps, self.config.total_steps
+            self.warmup_updates, _ = loop(self, iterator, self.worker_step, hooks, 0, warm)
+            self._measuring()
+            closures, coordinator_steps = loop(self, iterator, self.worker_step, hooks, warm, last)
+        self.pulls = self._pull_probe(iterator) if self.config.mode == "train" else []
+        if self.evaluator is not None:
+            self.evaluator.close()
         return self._measurements(closures, coordinator_steps)
+
+    def _hooks(self, profiler):
+        """The profiler, and held-out evaluation on the coordinator (real data): it reads the
+        weights from the ps between rounds while asynchronous workers keep training."""
+        from tfbench import benchmark, convergence
+
+        self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
+                                          "/job:chief/replica:0/task:0/device:CPU:0", pauses_training=self.sync)
+        if self.evaluator is None:
+            return profiler
+        per_update = self.config.batch_size * (self.num_workers if self.sync else 1)
+        counts = lambda: (self._iterations(), self._iterations() * per_update)  # noqa: E731
+        return benchmark.StepHooks(profiler, convergence.Hook(self.evaluator, counts))
+
+    def round_done(self, i: int, timing: StepTiming, results: List[dict]) -> None:
+        """A round of N closures (a global step, or N asynchronous updates) was fetched."""
+        self.shards_used.append(sorted(r["worker"] for r in results))
+        if self.reporter:
+            self.reporter.step_done(i, timing, i >= self.config.num_warmup_steps)
+
+    def _pull_probe(self, iterator, per_worker: int = 3) -> List[dict]:
+        """After the measured window: closures that only pull the weights (3 per worker)."""
+        from strategies import ps_async
+
+        step = ps_async.pull_step(self)
+        values = [self.coordinator.schedule(step, args=(iterator,)) for _ in range(per_worker * self.num_workers)]
+        self.coordinator.join()
+        return [ps_async.fetched(v) for v in values]
 
     @property
     def sync(self) -> bool:
         return self.config.ps_sync and self.config.mode == "train"
 
-    def _run_sync(self, iterator, reporter, profiler):
+    def _run_sync(self, iterator, reporter, hooks):
         """Global step = one gradient from every worker accumulated on the ps, then the update
         applied on the ps (strategies.ps_sync); timed end to end by the coordinator."""
+        from strategies.ps_sync import worker_waits
+
         config = self.config
         closures, coordinator_steps = [], []
         self.waits: Dict[int, List[float]] = collections.defaultdict(list)
@@ -216,74 +223,45 @@ class ParameterServerAdapter(StrategyAdapter):
         for i in range(config.total_steps):
             if i == config.num_warmup_steps:
                 self._measuring()
-            if profiler:
-                profiler.before(i)
+            if hooks:
+                hooks.before(i)
             step = self.sync_step.run_step(iterator, i)
             timing = StepTiming(step.start_wall, step.duration_s)
-            if profiler:
-                profiler.after(i)
-            self.shards_used.append(sorted(c[3] for c in step.closures))
             measured = i >= config.num_warmup_steps
             if measured:
-                from strategies.ps_sync import worker_waits
-
                 closures += step.closures
                 coordinator_steps.append(timing)
                 self.skipped += step.skipped
                 self.apply_s.append(step.apply_s)
                 for worker, wait in worker_waits(step):
                     self.waits[worker].append(wait)
-            if reporter:
-                reporter.step_done(i, timing, measured)
-        return closures, coordinator_steps
-
-    def _run_async(self, iterator, reporter, profiler):
-        """Warm-up rounds, then all measured rounds queued at once so no worker waits for another;
-        a round's coordinator time runs from the previous round's completion to its own."""
-        config, n, schedule, worker_step = self.config, self.num_workers, self.coordinator.schedule, self.worker_step
-        for phase_start, phase_end in ((0, config.num_warmup_steps), (config.num_warmup_steps, config.total_steps)):
-            if phase_start == config.num_warmup_steps:
-                self._measuring()
-            start_wall, t0 = time.time(), time.perf_counter()
-            queued = [[schedule(worker_step, args=(iterator,)) for _ in range(n)]
-                      for _ in range(phase_start, phase_end)]
-            closures, coordinator_steps = [], []
-            for i, round_rvs in zip(range(phase_start, phase_end), queued):
-                if profiler:
-                    profiler.before(i)
-                results = [rv.fetch() for rv in round_rvs]
-                now_wall, t1 = time.time(), time.perf_counter()
-                timing = StepTiming(start_wall, t1 - t0)
-                start_wall, t0 = now_wall, t1
-                if profiler:
-                    profiler.after(i)
-                self.shards_used.append([int(r[3]) for r in results])
-                measured = i >= config.num_warmup_steps
-                if measured:
-                    closures += results
-                    coordinator_steps.append(timing)
-                if reporter:
-                    reporter.step_done(i, timing, measured)
-            self.coordinator.join()
+            self.round_done(i, timing, step.closures)
+            if hooks:
+                hooks.after(i)
         return closures, coordinator_steps
 
     def _measurements(self, closures, coordinator_steps) -> List[Measurement]:
         """One Measurement per worker (worker-side times) plus the coordinator's own, which is
         the cluster's step series (one sample per global step, or per round of N updates)."""
-        by_worker: Dict[int, List[StepTiming]] = collections.defaultdict(list)
-        stale_by_worker: Dict[int, List[int]] = collections.defaultdict(list)  # -1: no update
-        for _, start, end, shard, _, stale_value in sorted(closures, key=lambda c: float(c[1])):
-            by_worker[int(shard)].append(StepTiming(float(start), float(end) - float(start)))
-            stale_by_worker[int(shard)].append(int(stale_value))
-        stale = staleness.by_worker((w, v) for w, values in stale_by_worker.items() for v in values if v >= 0)
-        base = dict(self.summary())
-        base["ps_sync"] = self.sync
-        base["num_ps"] = len(self.plan.cluster_spec.get("ps", []))
+        from strategies import ps_split
+
         sync, train = self.sync, self.config.mode == "train"
-        out = []
+        by_worker: Dict[int, List[dict]] = collections.defaultdict(list)
+        for c in sorted(closures, key=lambda c: c["start"]):
+            by_worker[c["worker"]].append(c)
+        if train and not sync:
+            clocks = staleness.clock_staleness(self.warmup_updates + closures + self.late_updates)
+            for c in closures:
+                c["staleness"] = c["applied"] - 1 - c["read"]
+                c["clock_staleness"] = clocks.get(c["applied"])
+        stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
+        base = dict(self.summary(), ps_sync=sync, num_ps=len(self.plan.cluster_spec.get("ps", [])),
+                    ps_staleness_bound=self.config.ps_staleness_bound)
         last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
         window_s = last_global_end - coordinator_steps[0].start_wall
-        for worker, timings in sorted(by_worker.items()):
+        out = []
+        for worker, mine in sorted(by_worker.items()):
+            timings = [StepTiming(c["start"], c["end"] - c["start"]) for c in mine]
             if sync:
                 extra = dict(base, step_label="gradient push",
                              step_definition="this worker's gradient closure (tf.timestamp on the worker): "
@@ -301,10 +279,13 @@ class ParameterServerAdapter(StrategyAdapter):
             extra["idleness_definition"] = IDLENESS
             if train:  # per update in the order of its timings, and summarised
                 extra["staleness"] = stale.get(f"worker_{worker}", {"updates": 0})
-                extra["staleness_per_update"] = stale_by_worker[worker]
+                extra["staleness_per_update"] = [c["staleness"] for c in mine]
+                if not sync:
+                    extra["clock_staleness_per_update"] = [c["clock_staleness"] for c in mine]
+                extra["time_split"] = ps_split.split(mine, [p for p in self.pulls if p["worker"] == worker],
+                                                     window_s)
             out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
-        updates_after = self._iterations()
-        updates = updates_after - getattr(self, "updates_before", 0)
+        updates = self._iterations() - getattr(self, "updates_before", 0)
         measured_s = sum(t.duration_s for t in coordinator_steps)
         chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
                      step_label="global step" if sync else f"{self.num_workers} updates",
@@ -316,11 +297,18 @@ class ParameterServerAdapter(StrategyAdapter):
                      updates=updates, updates_counted="measured window only",
                      updates_per_sec=updates / measured_s if measured_s > 0 else None,
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
-                     **({"staleness": stale, "staleness_definition": staleness.DEFINITION} if train else {}),
                      placement=self._placement("chief", 0))
+        if train:
+            chief.update(staleness=stale, staleness_definition=staleness.DEFINITION)
+        if train and not sync:
+            chief.update(clock_staleness=staleness.summary(c["clock_staleness"] for c in closures),
+                         clock_staleness_definition=staleness.CLOCK_DEFINITION, bound_waits=self.bound_waits,
+                         late_updates=len(self.late_updates))
         if sync:
             chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
                          update_location="ps (accumulators and update on the ps tasks)")
+        if self.evaluator is not None:
+            chief["convergence"] = self.evaluator.summary()
         out.append(Measurement("chief", 0, self.config.batch_size * self.num_workers, coordinator_steps, chief))
         return out
 

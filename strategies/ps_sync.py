@@ -38,7 +38,7 @@ class GlobalStep:
 
     start_wall: float
     duration_s: float
-    closures: List[tuple]  # (loss, start, end, worker, fresh, staleness) of the contributing closures
+    closures: List[dict]  # the contributing closures (strategies.ps_async.fetched), with "staleness"
     skipped: int  # closures that landed on a worker that had already contributed
     apply_s: float  # the update on the ps, as the coordinator saw it
 
@@ -95,6 +95,8 @@ class SyncOnPs:
         def contribute(images, labels, worker, step):
             with tf.device(device):  # the worker's own device: the call's job/task fill the rest
                 loss, grads = steps.gradients(model, images, labels, global_batch)
+                with tf.control_dependencies(grads):
+                    computed = tf.timestamp()  # compute ends, the push begins
             adds = []
             for accs, var_pieces, g in zip(accumulators, pieces, grads):
                 for acc, piece in zip(accs, split_like(g, var_pieces)):
@@ -102,26 +104,27 @@ class SyncOnPs:
             with tf.control_dependencies(adds):
                 mark = last_step.scatter_nd_update([[worker]], [step])
             with tf.control_dependencies([mark]):
-                return settled(loss, [a for accs in accumulators for a in accs])
+                return settled(loss, [a for accs in accumulators for a in accs]), computed
 
         def replica_fn(images, labels, worker, step):
             read = iterations.read_value()  # the version of strategies.staleness, before the weights
             with tf.control_dependencies([read]):
                 fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
-                loss = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
-                               lambda: tf.constant(0.0, tf.float32))
-            return loss, fresh, read
+                loss, computed = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
+                                         lambda: (tf.constant(0.0, tf.float32), tf.timestamp()))
+            return loss, computed, fresh, read
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator, step):
             start = tf.timestamp()
             with tf.control_dependencies([start]):  # the closure's reads from the ps count too
                 images, labels, worker = next(iterator)
-                loss, fresh, read = on_this_worker(
+                loss, computed, fresh, read = on_this_worker(
                     strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
-            with tf.control_dependencies([loss, fresh, read]):
+            with tf.control_dependencies([loss, computed, fresh, read]):
                 end = tf.timestamp()
-            return loss, start, end, worker, fresh, read
+            return {"loss": loss, "start": start, "computed": computed, "end": end, "worker": worker,
+                    "fresh": fresh, "read": read}
 
         return worker_step
 
@@ -149,6 +152,7 @@ class SyncOnPs:
 
     def run_step(self, iterator, step: int) -> GlobalStep:
         """One global step, timed from scheduling the gradients to the update applied on the ps."""
+        from strategies.ps_async import fetched
         from tfbench.tf_import import tf
 
         n, schedule = self.num_workers, self.coordinator.schedule
@@ -164,20 +168,22 @@ class SyncOnPs:
                       for _ in range(n - len(contributed))]
             self.coordinator.join()
             for value in values:
-                loss, start, end, worker, fresh, read = value.fetch()
-                if bool(fresh):
-                    contributed.add(int(worker))
-                    closures.append((loss, start, end, int(worker), True, int(read)))
+                closure = fetched(value)
+                if closure["fresh"]:
+                    contributed.add(closure["worker"])
+                    closures.append(closure)
                 else:
                     skipped += 1
             rounds += 1
-        if sorted(int(c[3]) for c in closures) != list(range(n)):  # one gradient per worker, no more
+        if sorted(c["worker"] for c in closures) != list(range(n)):  # one gradient per worker, no more
             raise MissingGradient(f"synchronous ps: global step {step} got gradients from workers "
-                                  f"{sorted(int(c[3]) for c in closures)}, expected each of 0..{n - 1} once")
+                                  f"{sorted(c['worker'] for c in closures)}, expected each of 0..{n - 1} once")
         a0 = time.perf_counter()
         version = int(self.apply().numpy())  # the global step this update made
         t1 = time.perf_counter()
-        closures = [c[:5] + (version - 1 - c[5],) for c in closures]  # staleness: 0 when in step
+        for c in closures:  # staleness: 0 when the update is the global step the gradient was read for
+            c["applied"] = version
+            c["staleness"] = version - 1 - c["read"]
         return GlobalStep(start_wall, t1 - t0, closures, skipped, t1 - a0)
 
 
@@ -185,4 +191,4 @@ def worker_waits(step: GlobalStep) -> List[Tuple[int, float]]:
     """(worker, seconds from its gradient push to the global step's end): its barrier wait for
     the slowest worker, the coordinator's round trip and the update on the ps."""
     end = step.start_wall + step.duration_s
-    return [(int(c[3]), max(0.0, end - float(c[2]))) for c in step.closures]
+    return [(c["worker"], max(0.0, end - c["end"])) for c in step.closures]

@@ -12,6 +12,7 @@ true age by that closure.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 from typing import Dict, Iterable, List, Tuple
 
@@ -37,4 +38,34 @@ def by_worker(pairs: Iterable[Tuple[int, int]]) -> Dict[str, Dict]:
         grouped[int(worker)].append(int(value))
     out = {"all": summary(v for values in grouped.values() for v in values)}
     out.update({f"worker_{w}": summary(values) for w, values in sorted(grouped.items())})
+    return out
+
+
+CLOCK_DEFINITION = ("stale-synchronous clocks: for an update that is its worker's c-th, the most updates of "
+                    "any other worker among its first c that the weights it read did not yet hold (0: it saw "
+                    "every worker's first c updates, as in lockstep); computed from the version counter alone")
+
+
+def clock_staleness(updates: Iterable[Dict]) -> Dict[int, int]:
+    """{applied version: clock staleness} of asynchronous updates (dicts with worker, read and
+    applied versions), as a stale-synchronous bound s limits it: at most s.
+
+    An update applied as version a, the c-th of its worker (c = its worker's updates applied
+    before a), read the weights after version r: it holds the updates of worker j applied at
+    versions <= r (each counted after its weights were written), so it misses
+    c - (worker j's updates applied by version r) of worker j's first c. Every update of the
+    run must be given, warm-up included, since clocks count from the first.
+    """
+    updates = [u for u in updates if u.get("applied", -1) >= 0]
+    applied: Dict[int, List[int]] = collections.defaultdict(list)
+    for u in updates:
+        applied[int(u["worker"])].append(int(u["applied"]))
+    for versions in applied.values():
+        versions.sort()
+    out = {}
+    for u in updates:
+        worker, read, version = int(u["worker"]), int(u["read"]), int(u["applied"])
+        clock = bisect.bisect_left(applied[worker], version)
+        behind = [clock - bisect.bisect_right(versions, read) for w, versions in applied.items() if w != worker]
+        out[version] = max([0] + behind)
     return out

@@ -36,6 +36,17 @@ BAD_INPUTS = [
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--straggler=worker_2:2"], "expected TASK:FACTOR"),
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--straggler=worker_1:1"], "above 1"),
     (["--strategy=horovod", "--num_workers=2", "--straggler=worker_1:2"], "needs --network=emulated"),
+    (["--ps_staleness_bound=1"], "--ps_staleness_bound applies to --strategy=parameter_server only"),
+    (["--strategy=parameter_server", "--ps_sync", "--ps_staleness_bound=0"], "does not combine with --ps_sync"),
+    (["--strategy=parameter_server", "--ps_staleness_bound=-2"], "must be -1 (unbounded) or 0 or more"),
+    (["--dataset=mnist"], "--dataset='mnist' is unknown"),
+    (["--target_accuracy=0.9"], "--target_accuracy needs real labels"),
+    (["--eval_every=5"], "--eval_every needs real labels"),
+    (["--dataset=digits", "--num_classes=1000"], "has 10 classes: set --num_classes=10"),
+    (["--dataset=digits", "--num_classes=10", "--target_accuracy=1.5"], "fraction in (0, 1]"),
+    (["--dataset=digits", "--num_classes=10", "--mode=forward"], "applies to --mode=train only"),
+    (["--dataset=digits", "--num_classes=10", "--batch_size=1000", "--strategy=multi_worker_mirrored",
+      "--num_workers=2"], "is more than the 718 training images each of the 2 workers"),
 ]
 
 

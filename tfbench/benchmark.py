@@ -71,19 +71,35 @@ class Profiler:
             self.active = False
 
 
+class StepHooks:
+    """Several before(i)/after(i) hooks (profiler, evaluation) called as one, in order."""
+
+    def __init__(self, *hooks):
+        self.hooks = [h for h in hooks if h is not None]
+
+    def before(self, i: int) -> None:
+        for hook in self.hooks:
+            hook.before(i)
+
+    def after(self, i: int) -> None:
+        for hook in self.hooks:
+            hook.after(i)
+
+
 def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] = None,
-              profiler: Optional[Profiler] = None,
+              hooks=None,
               first_warmup: Optional[Callable[[Callable[[], object]], object]] = None) -> List[StepTiming]:
     """Runs warm-up + measured steps; returns the measured steps' timings only.
 
+    `hooks` (a Profiler, StepHooks) get before(i) and after(i) around step i, outside its timing.
     `step` must return only once its result is materialised on the host (e.g. `.numpy()`).
     `first_warmup(step)`, if given, runs the first warm-up step instead (e.g. with run metadata
     on, to see where ops were placed); it is never used on a measured step.
     """
     measured: List[StepTiming] = []
     for i in range(config.total_steps):
-        if profiler:
-            profiler.before(i)
+        if hooks:
+            hooks.before(i)
         start_wall = time.time()
         t0 = time.perf_counter()
         if i == 0 and first_warmup is not None and config.num_warmup_steps > 0:
@@ -91,8 +107,8 @@ def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] =
         else:
             step()
         timing = StepTiming(start_wall, time.perf_counter() - t0)
-        if profiler:
-            profiler.after(i)
+        if hooks:
+            hooks.after(i)
         is_measured = i >= config.num_warmup_steps
         if is_measured:
             measured.append(timing)

@@ -125,6 +125,11 @@ class RunConfig:
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
     straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
+    ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
+    # Data and convergence.
+    dataset: str = "synthetic"  # or a real dataset of tfbench.datasets, evaluated on its held-out part
+    eval_every: int = 0  # real data: held-out evaluation every this many steps; 0: 10 per run
+    target_accuracy: float = 0.0  # real data: record the time to this held-out accuracy; 0: none
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -141,6 +146,11 @@ class RunConfig:
             return float(self.straggler.partition(":")[2])
         except ValueError:
             return 0.0
+
+    @property
+    def effective_eval_every(self) -> int:
+        """Steps between held-out evaluations: --eval_every, or 10 evaluations per run."""
+        return self.eval_every or max(1, self.total_steps // 10)
 
     @property
     def effective_num_ps(self) -> int:
@@ -183,22 +193,6 @@ class RunConfig:
 def _need(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
-
-
-def _check_straggler(c: "RunConfig") -> None:
-    need = _need
-    tasks = [f"worker_{i}" for i in range(c.num_workers)]
-    if c.strategy == "parameter_server":
-        tasks += ["chief_0"] + [f"ps_{i}" for i in range(c.effective_num_ps)]
-    need(c.strategy in MULTI_TASK_STRATEGIES, f"--straggler needs peers: --strategy={c.strategy} runs one task")
-    need(c.straggler_task in tasks and c.straggler_slowdown > 0,
-         f"--straggler={c.straggler!r}: expected TASK:FACTOR with TASK one of {', '.join(tasks)}, e.g. worker_1:2.0")
-    need(1.0 < c.straggler_slowdown <= 100.0, f"--straggler slowdown must be above 1 and at most 100, got "
-                                              f"{c.straggler_slowdown:g}")
-    need(c.launcher == "local", "--straggler applies to processes this machine starts, not to --launcher=slurm")
-    need(c.strategy != "horovod" or c.network == "emulated",
-         "--straggler with --strategy=horovod needs --network=emulated: locally horovodrun starts every rank "
-         "as one process group")
 
 
 def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False) -> RunConfig:
@@ -270,8 +264,12 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
          "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
 
+    from tfbench import config_checks
+
     if c.straggler:
-        _check_straggler(c)
+        config_checks.check_straggler(c)
+    config_checks.check_staleness_bound(c)
+    config_checks.check_data(c)
 
     # Network.
     need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")

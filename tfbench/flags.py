@@ -34,12 +34,20 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "seed", "Seed for weights and synthetic data."),
         ("boolean", "xla", "Compile the step with XLA (jit_compile)."),
     )),
+    ("Data and convergence", (
+        ("string", "dataset", "synthetic (ImageNet-like noise, no accuracy) or digits (scikit-learn's handwritten "
+                              "digits, shipped in the package; 20% held out for evaluation)."),
+        ("integer", "eval_every", "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run)."),
+        ("float", "target_accuracy", "Real data: record the training time to this held-out accuracy (0: none)."),
+    )),
     ("Distribution", (
         ("string", "strategy", f"One of {', '.join(config_lib.STRATEGIES)}."),
         ("integer", "num_workers", "Worker tasks (Horovod: ranks)."),
         ("integer", "num_ps", "Parameter servers (parameter_server only; 0: one)."),
         ("string", "ps_placement", "collocated: each ps shares a worker's host; separate: a host of its own."),
         ("boolean", "ps_sync", "parameter_server: one averaged update per global step instead of asynchronous updates."),
+        ("integer", "ps_staleness_bound", "parameter_server, asynchronous: no worker starts an update more than this many "
+                                          "updates ahead of the slowest (stale-synchronous); -1: unbounded."),
         ("string", "all_reduce", "multi_worker_mirrored collectives: auto, ring or nccl."),
         ("integer", "num_local_devices",
          "mirrored: replicas on this task; on CPU the CPU is split into that many logical devices."),

@@ -134,6 +134,28 @@ def cores_per_worker(task_records: Sequence[dict]) -> Optional[float]:
     return counts.pop() if len(counts) == 1 else None
 
 
+def training_dynamics(task_records: Sequence[dict]) -> Dict:
+    """What the run learned and how its updates went, lifted from the task records that hold it
+    (the evaluating task's convergence; a parameter-server coordinator's updates and staleness;
+    each worker's idleness), so that sweeps can compare them without reading task records."""
+    out: Dict = {}
+    for r in task_records:
+        if r.get("kind") != "task":
+            continue
+        if r.get("convergence"):
+            out["convergence"] = r["convergence"]
+        if r.get("cluster_steps") and r.get("updates") is not None:
+            out["updates"], out["updates_per_sec"] = r["updates"], r.get("updates_per_sec")
+            if r.get("staleness"):
+                out["staleness"] = r["staleness"].get("all")
+            for key in ("clock_staleness", "bound_waits", "ps_staleness_bound"):
+                if r.get(key) is not None:
+                    out[key] = r[key]
+        if r.get("idleness") is not None:
+            out.setdefault("idleness", {})[f"{r['role']}_{r['index']}"] = r["idleness"]
+    return out
+
+
 def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Dict] = None) -> dict:
     """Cluster images/sec = all images in the measured window / the window's wall time.
 
@@ -167,6 +189,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
                          for r in task_records if r.get("kind") == "task" and r.get("shares_cores_with")},
         "task_images_per_sec": {f"{r['role']}_{r['index']}": r["images_per_sec"] for r in tasks},
     }
+    record.update(training_dynamics(task_records))
     record.update(extra or {})
     resources = record.get("resources")
     if isinstance(resources, dict) and any(isinstance(t, dict) and t.get("series")

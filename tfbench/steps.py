@@ -37,6 +37,16 @@ def train(model, optimizer, images, labels, global_batch_size: int, tape_wrapper
     return loss
 
 
+def train_marked(model, optimizer, images, labels, global_batch_size: int):
+    """train(), plus tf.timestamp() taken once every gradient exists: where a parameter-server
+    update's compute ends and its push begins (the timestamp delays nothing)."""
+    loss, grads = gradients(model, images, labels, global_batch_size, None, optimizer)
+    with tf.control_dependencies([g for g in grads if g is not None]):
+        computed = tf.timestamp()
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss, computed
+
+
 def forward(model, images):
     """Inference only; the reduction makes the host fetch depend on every logit."""
     return tf.reduce_mean(model(images, training=False))

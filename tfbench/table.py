@@ -6,7 +6,7 @@ sample per global step (or per N asynchronous updates), as the records define th
 """
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional
 
 
 def _row(name: str, step: str, rate: float, stats: dict) -> str:
@@ -52,10 +52,23 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
                      f"{coordinator['updates_per_sec']:.1f} per second (parameter-server updates applied)")
     if coordinator.get("staleness"):
         lines.append(staleness_line(coordinator["staleness"]))
+    if coordinator.get("clock_staleness", {}).get("updates"):
+        clock = coordinator["clock_staleness"]
+        bound = coordinator.get("ps_staleness_bound", -1)
+        lines.append(f"clock staleness (another worker's updates among this worker's first c missing from its read): "
+                     f"max {clock['max']}, mean {clock['mean']:.2f}; bound "
+                     + (f"{bound}, {coordinator.get('bound_waits', 0)} closures waited" if bound >= 0 else "none"))
+    split_line = time_split_line([t for t in tasks if t.get("time_split")])
+    if split_line:
+        lines.append(split_line)
     idle = [f"{t['role']}_{t['index']} {t['idleness']:.2f}" for t in sorted(tasks, key=lambda r: r["index"])
             if t.get("idleness") is not None]
     if idle:
         lines.append("idleness (share of the measured window with no closure running on the worker): " + ", ".join(idle))
+    if cluster.get("convergence"):
+        from tfbench import convergence
+
+        lines.append(convergence.line(cluster["convergence"]))
     if config.straggler:
         lines.append(f"straggler: {config.straggler_task} ran 1/{config.straggler_slowdown:g} of the time "
                      "(stopped and continued by the launcher)")
@@ -82,6 +95,21 @@ def staleness_line(stats: dict) -> str:
                         if name != "all" and s.get("updates"))
     return (f"staleness (updates the ps applied between a worker's read and its own update): "
             f"max {every['max']}, mean {every['mean']:.2f} over {every['updates']} updates ({workers})")
+
+
+def time_split_line(tasks: List[Dict]) -> Optional[str]:
+    """The run table's line: each worker's mean update split, in milliseconds."""
+    parts = []
+    for t in sorted(tasks, key=lambda r: r["index"]):
+        s = t.get("time_split") or {}
+        if not s.get("updates"):
+            continue
+        ms = lambda key: f"{s[key] * 1e3:.1f}" if s.get(key) is not None else "?"  # noqa: E731
+        parts.append(f"worker_{t['index']} pull {ms('pull_s')} + compute {ms('compute_s')} + push {ms('push_s')} "
+                     f"+ wait {ms('wait_s')}")
+    if not parts:
+        return None
+    return "time per update, ms (pull measured alone; compute = the rest up to the gradients): " + "; ".join(parts)
 
 
 def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:

@@ -16,8 +16,9 @@ from tfbench.errors import ConfigError
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
-        "ps_sync", "batch_size", "placement", "device", "network", "link_bandwidth", "precision", "xla")
-_PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False}
+        "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
+        "precision", "xla", "straggler")
+_PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id")
 _DEFAULTS = config_lib.RunConfig()
 _FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
@@ -141,7 +142,8 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
         parts.append(f"d{values['num_local_devices']}")
     if values["strategy"] == "parameter_server":
         parts.append(f"ps{values['num_ps']}" + ("sep" if values["ps_placement"] == "separate" else "")
-                     + ("sync" if values["ps_sync"] else ""))
+                     + ("sync" if values["ps_sync"] else "")
+                     + (f"ssp{values['ps_staleness_bound']}" if values.get("ps_staleness_bound", -1) >= 0 else ""))
     parts += [f"b{values['batch_size']}", values["mode"], values["placement"], values["device"],
               values["model"], f"{values['image_size']}px"]
     if values["network"] == "emulated":
@@ -149,6 +151,7 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
     # Performance axes appear only off their defaults, so ids of sweeps without them stay stable.
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
     parts += ["xla"] if values.get("xla") else []
+    parts += [f"slow-{values['straggler'].replace(':', 'x')}"] if values.get("straggler") else []
     parts.append(f"r{repeat}")
     return "-".join(str(p) for p in parts)
 
@@ -159,6 +162,8 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
     values = dict(values)
     if values["strategy"] != "parameter_server":
         values.update(_PS_ONLY)
+    if values["ps_sync"]:
+        values["ps_staleness_bound"] = -1  # a synchronous ps has no bound to set
     values["num_ps"] = config_lib.effective_num_ps(values["strategy"], values["num_ps"])
     values["num_local_devices"] = config_lib.effective_num_local_devices(values["strategy"],
                                                                          values["num_local_devices"])
@@ -187,7 +192,8 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
     notes = [f"dropped {n} point(s): {reason}" for reason, n in dropped.items()]
     if collapsed:
         notes.append(f"merged {collapsed} point(s) that differ only in axes that do not apply to their "
-                     f"strategy (num_ps/ps_placement/ps_sync: parameter_server; num_local_devices: mirrored)")
+                     f"strategy (num_ps/ps_placement/ps_sync/ps_staleness_bound: parameter_server; num_local_devices: "
+                     f"mirrored)")
     return points, notes
 
 

@@ -36,7 +36,7 @@ class Failure:
 
 def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
            comparisons: Sequence[Tuple[str, List[Comparison]]], plots: Sequence[Tuple[str, str]],
-           num_runs: int, notes: Sequence[str] = ()) -> str:
+           num_runs: int, notes: Sequence[str] = (), sections: Sequence[str] = ()) -> str:
     lines = [f"# tfbench report: {title}", "", _counts(points, failures, num_runs)]
     headline = _headline(points)
     if headline:
@@ -46,6 +46,7 @@ def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
         lines += ["", "## Findings", ""] + found
     lines += ["", DEFINITIONS, "", "## Results", ""]
     lines.append(results_table(points) if points else "No run finished ok.")
+    lines += list(sections)  # e.g. tools.convergence_report's
     for heading, pairs in comparisons:
         if pairs:
             lines += ["", f"## {heading}", "", comparison_table(pairs)]

@@ -32,6 +32,8 @@ MODELS: Dict[str, ModelSpec] = {
                   "tf_keras.applications ResNet50, weights=None (25.6 M parameters at 1000 classes)"),
         ModelSpec("alexnet", "tfbench.models.alexnet:alexnet", 16,
                   "AlexNet: 5 convolutions and 3 dense layers, first stride adapted to the image size"),
+        ModelSpec("lenet", "tfbench.models.lenet:lenet", 8,
+                  "two convolutions, pooling and two dense layers: a small CNN for --dataset=digits"),
         ModelSpec("tiny", "tfbench.models.tiny:tiny", 8,
                   "one convolution and a classifier, for tests"),
     )

@@ -1,0 +1,185 @@
+"""Asynchronous parameter-server training: the scheduled update and the coordinator's loops.
+
+Each scheduled closure is one update of whichever worker runs it: read the version counter
+(strategies.staleness), pull the weights, compute the gradients, push the update, then count it.
+Its outputs carry three worker-side timestamps (start, gradients computed, update applied) so
+that an update's time splits into pull + compute and push.
+
+Bounded staleness (--ps_staleness_bound=s, stale-synchronous parallel): a clock per worker on the
+ps counts its applied updates. A closure starts its update only if its worker's clock is at most
+s ahead of the slowest worker's; otherwise it returns at once without an update (fresh=False)
+and the coordinator schedules another closure in its place: a blocked worker polls by running
+such empty closures, which the record counts. s=0 keeps workers in lockstep (every update at
+clock c reads every worker's first c updates); unbounded (-1) is plain asynchronous training.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from typing import List, Tuple
+
+from tfbench import steps
+from tfbench.benchmark import StepTiming
+
+PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
+
+
+def worker_step(adapter):
+    """The scheduled function: (iterator) -> dict of the update's worker-side facts."""
+    from strategies.parameter_server import on_this_worker, settled
+    from tfbench.tf_import import tf
+
+    config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
+    variables, device, bound = model.trainable_variables, adapter.device, config.ps_staleness_bound
+    # the version counter and the clocks live on the ps of the first variable: their ops join
+    # that ps' part of the step rather than calling another ps
+    with strategy.scope(), strategy.extended.colocate_vars_with(variables[0]):
+        version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
+        clocks = tf.Variable(tf.zeros([adapter.num_workers], tf.int64), trainable=False,
+                             name="worker_clocks") if bound >= 0 else None
+
+    def update(images, labels, worker):
+        read = version.read_value()
+        with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
+            loss, computed = steps.train_marked(model, optimizer, images, labels, config.batch_size)
+        loss = settled(loss, variables)  # outside the partial device: outputs name one device
+        with tf.control_dependencies([loss]):
+            applied = version.assign_add(1)
+        if clocks is not None:  # the clock after the version: staleness.clock_staleness relies on it
+            with tf.control_dependencies([applied]):
+                tick = clocks.scatter_nd_add([[worker]], [tf.constant(1, tf.int64)])
+            with tf.control_dependencies([tick]):
+                applied = tf.identity(applied)
+        return loss, computed, read, applied
+
+    def idle():
+        none = tf.constant(-1, tf.int64)
+        return tf.constant(0.0, tf.float32), tf.timestamp(), none, none
+
+    def replica_fn(images, labels, worker):
+        if config.mode == "forward":
+            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
+                value = tf.identity(steps.forward(model, images))
+            with tf.control_dependencies([value]):
+                computed = tf.timestamp()
+            none = tf.constant(-1, tf.int64)
+            return value, computed, none, none
+        return update(images, labels, worker)
+
+    def run(images, labels, worker):
+        return on_this_worker(strategy.run(replica_fn, args=(images, labels, worker)))
+
+    @tf.function(jit_compile=config.xla or None)
+    def step(iterator):
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):  # variable reads from the ps count too
+            images, labels, shard = next(iterator)
+            worker = tf.cast(shard, tf.int64)
+            if clocks is None:
+                fresh = tf.constant(True)
+                loss, computed, read, applied = run(images, labels, worker)
+            else:  # the gate stays outside strategy.run: the optimizer's merge_call must not sit in a cond
+                now = clocks.read_value()
+                fresh = tf.gather(now, worker) - tf.reduce_min(now) <= bound
+                loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker), idle)
+        with tf.control_dependencies([loss, computed, read, applied, fresh]):
+            end = tf.timestamp()
+        return {"loss": loss, "start": start, "computed": computed, "end": end, "worker": shard,
+                "fresh": fresh, "read": read, "applied": applied}
+
+    return step
+
+
+def pull_step(adapter):
+    """A closure that only pulls every weight onto its worker: the pull measured on its own."""
+    from strategies.parameter_server import on_this_worker
+    from tfbench.tf_import import tf
+
+    variables, device, strategy = adapter.model.trainable_variables, adapter.device, adapter.strategy
+
+    def replica_fn():
+        with tf.device(device):  # each read runs on its ps; the sums here make the values travel
+            return tf.add_n([tf.reduce_sum(tf.cast(v, tf.float32)) for v in variables])
+
+    @tf.function
+    def step(iterator):
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            _, _, shard = next(iterator)
+            total = on_this_worker(strategy.run(replica_fn))
+        with tf.control_dependencies([total]):
+            end = tf.timestamp()
+        return {"start": start, "end": end, "worker": shard}
+
+    return step
+
+
+def fetched(value) -> dict:
+    """A closure's RemoteValue as plain Python numbers."""
+    return {k: (bool(v) if k == "fresh" else int(v) if k in ("worker", "read", "applied") else float(v))
+            for k, v in value.fetch().items()}
+
+
+def run_rounds(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[List[dict], List[StepTiming]]:
+    """Unbounded: rounds first..last-1 of N closures, all queued at once so that no worker waits
+    for another; a round's coordinator time runs from the previous round's completion to its own."""
+    n, schedule = adapter.num_workers, adapter.coordinator.schedule
+    if hooks:  # round `first`'s hooks run before anything is queued: an evaluation at the start sees no update
+        hooks.before(first)
+    start_wall, t0 = time.time(), time.perf_counter()
+    queued = [[schedule(step, args=(iterator,)) for _ in range(n)] for _ in range(first, last)]
+    closures, rounds = [], []
+    for i, round_values in zip(range(first, last), queued):
+        if hooks and i > first:
+            hooks.before(i)
+        results = [fetched(v) for v in round_values]
+        now_wall, t1 = time.time(), time.perf_counter()
+        rounds.append(StepTiming(start_wall, t1 - t0))
+        start_wall, t0 = now_wall, t1
+        closures += results
+        adapter.round_done(i, rounds[-1], results)
+        if hooks:
+            hooks.after(i)
+    adapter.coordinator.join()
+    return closures, rounds
+
+
+def run_bounded(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[List[dict], List[StepTiming]]:
+    """Under a staleness bound: closures kept in flight (PIPELINE_DEPTH per worker), one more
+    scheduled for each one fetched until rounds first..last-1 hold N updates each; closures that
+    found their worker too far ahead made no update and are counted in adapter.bound_waits.
+    Closures still in flight at the end are fetched after the last round and kept (their updates
+    happened, in adapter.late_updates) but belong to no round."""
+    n, schedule = adapter.num_workers, adapter.coordinator.schedule
+    target = (last - first) * n
+    if hooks:
+        hooks.before(first)
+    start_wall, t0 = time.time(), time.perf_counter()
+    pending = collections.deque(schedule(step, args=(iterator,)) for _ in range(min(PIPELINE_DEPTH * n, target)))
+    closures, rounds, this_round, i = [], [], [], first
+    while pending:
+        result = fetched(pending.popleft())
+        if not result["fresh"]:
+            adapter.bound_waits += 1
+            if i < last:
+                pending.append(schedule(step, args=(iterator,)))
+            continue
+        if i >= last:
+            adapter.late_updates.append(result)
+            continue
+        closures.append(result)
+        this_round.append(result)
+        if len(closures) + len(pending) < target:
+            pending.append(schedule(step, args=(iterator,)))
+        if len(this_round) == n:
+            now_wall, t1 = time.time(), time.perf_counter()
+            rounds.append(StepTiming(start_wall, t1 - t0))
+            start_wall, t0 = now_wall, t1
+            adapter.round_done(i, rounds[-1], this_round)
+            if hooks:
+                hooks.after(i)
+            this_round, i = [], i + 1
+            if i < last and hooks:
+                hooks.before(i)
+    adapter.coordinator.join()
+    return closures, rounds

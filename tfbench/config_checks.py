@@ -1,0 +1,57 @@
+"""Validation of the flags that combine with many others (stragglers, bounded staleness, real
+data): part of config.validate, kept apart so that each rule reads as one short function."""
+from __future__ import annotations
+
+from tfbench.config import MULTI_TASK_STRATEGIES
+from tfbench.errors import ConfigError
+
+
+def need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def check_straggler(c) -> None:
+    """--straggler=TASK:FACTOR: a task of this run, slowed by a sane factor, on processes we start."""
+    tasks = [f"worker_{i}" for i in range(c.num_workers)]
+    if c.strategy == "parameter_server":
+        tasks += ["chief_0"] + [f"ps_{i}" for i in range(c.effective_num_ps)]
+    need(c.strategy in MULTI_TASK_STRATEGIES, f"--straggler needs peers: --strategy={c.strategy} runs one task")
+    need(c.straggler_task in tasks and c.straggler_slowdown > 0,
+         f"--straggler={c.straggler!r}: expected TASK:FACTOR with TASK one of {', '.join(tasks)}, e.g. worker_1:2.0")
+    need(1.0 < c.straggler_slowdown <= 100.0, f"--straggler slowdown must be above 1 and at most 100, got "
+                                              f"{c.straggler_slowdown:g}")
+    need(c.launcher == "local", "--straggler applies to processes this machine starts, not to --launcher=slurm")
+    need(c.strategy != "horovod" or c.network == "emulated",
+         "--straggler with --strategy=horovod needs --network=emulated: locally horovodrun starts every rank "
+         "as one process group")
+
+
+def check_staleness_bound(c) -> None:
+    """--ps_staleness_bound: stale-synchronous parallel between async and sync parameter servers."""
+    if c.ps_staleness_bound == -1:
+        return
+    need(c.ps_staleness_bound >= 0, f"--ps_staleness_bound must be -1 (unbounded) or 0 or more, got {c.ps_staleness_bound}")
+    need(c.strategy == "parameter_server", "--ps_staleness_bound applies to --strategy=parameter_server only")
+    need(not c.ps_sync, "--ps_staleness_bound bounds asynchronous updates; it does not combine with --ps_sync")
+    need(c.mode == "train", "--ps_staleness_bound applies to --mode=train only: forward passes make no updates")
+
+
+def check_data(c) -> None:
+    """--dataset, --eval_every and --target_accuracy: evaluation needs real labels."""
+    from tfbench import datasets
+
+    need(c.dataset in datasets.DATASETS, f"--dataset={c.dataset!r} is unknown; choose one of "
+                                         f"{', '.join(datasets.DATASETS)}")
+    need(c.eval_every >= 0, f"--eval_every must be 0 (auto) or positive steps, got {c.eval_every}")
+    need(0.0 <= c.target_accuracy <= 1.0, f"--target_accuracy is a fraction in (0, 1], got {c.target_accuracy:g}")
+    if c.dataset == "synthetic":
+        need(c.target_accuracy == 0.0, "--target_accuracy needs real labels: add --dataset=digits")
+        need(c.eval_every == 0, "--eval_every needs real labels: add --dataset=digits")
+        return
+    classes = datasets.NUM_CLASSES[c.dataset]
+    need(c.num_classes == classes, f"--dataset={c.dataset} has {classes} classes: set --num_classes={classes}")
+    need(c.mode == "train", f"--dataset={c.dataset} is for convergence: it applies to --mode=train only")
+    smallest = datasets.shard_size(c.dataset, c.num_workers)
+    need(c.batch_size <= smallest, f"--batch_size={c.batch_size} is more than the {smallest} training images each of "
+                                   f"the {c.num_workers} workers gets from {c.dataset}")

@@ -1,0 +1,150 @@
+"""Held-out accuracy and loss during training, and the time to reach a target accuracy.
+
+One task evaluates (the coordinator of a parameter-server run, else worker 0 / rank 0): at the
+start of the measured window and every --eval_every steps after, on the held-out part of the
+real dataset (tfbench.datasets), with the current weights. Each point holds the training time
+so far, the updates applied so far and the images trained on. TensorBoard gets the points twice:
+`eval/*` on the run's shared time axis, `eval_by_update/*` with the update count as the step.
+
+Training time runs from the start of the measured window (warm-up steps train too: their updates
+are counted) and leaves out evaluation pauses wherever training waits for them (synchronous
+strategies: every worker waits at its next collective or global step). Asynchronous parameter
+servers keep training while the coordinator evaluates: nothing is left out there.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+from tfbench import timeline
+from tfbench.events import EventWriter
+
+DEFINITION = ("seconds of training from the start of the measured window (warm-up updates count, evaluation "
+              "pauses of synchronous training do not) to the first held-out evaluation at or above the target")
+
+
+class Evaluator:
+    """Evaluates one model on the held-out set and keeps the points of one run."""
+
+    def __init__(self, config, model, tb_dir: Optional[str], run_path: Optional[str], device: Optional[str] = None,
+                 pauses_training: bool = True):
+        from tfbench import datasets, steps
+        from tfbench.tf_import import tf
+
+        self.config, self.pauses_training = config, pauses_training
+        _, _, x_test, y_test = datasets.arrays(config.dataset, config.image_size)
+        images, labels = tf.constant(x_test), tf.constant(y_test)
+
+        @tf.function
+        def evaluate():
+            with tf.device(device) if device else contextlib.nullcontext():
+                logits = tf.cast(model(images, training=False), tf.float32)
+                loss = tf.reduce_mean(steps.per_example_loss(labels, logits))
+                correct = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), labels)
+                return loss, tf.reduce_mean(tf.cast(correct, tf.float32))
+
+        self._evaluate = evaluate
+        evaluate()  # traced now, before the measured window, so that no point pays for tracing
+        self.events = EventWriter(tb_dir, suffix=".eval") if tb_dir else None
+        self.origin = timeline.origin(run_path) if run_path else 0.0
+        self.points: List[Dict] = []
+        self.paused_s = 0.0
+        self.start_wall: Optional[float] = None
+
+    def due(self, step: int) -> bool:
+        """After step `step` (0-based) of the run: a measured step on the --eval_every grid, or the last."""
+        c = self.config
+        measured = step + 1 - c.num_warmup_steps
+        return measured > 0 and (measured % c.effective_eval_every == 0 or step + 1 == c.total_steps)
+
+    def start(self, wall: float, updates: int, images: int) -> None:
+        """The measured window starts: training time is 0 here; the first point is taken."""
+        self.start_wall = wall
+        self.evaluate(wall, updates, images, step=self.config.num_warmup_steps)
+
+    def evaluate(self, wall: float, updates: int, images: int, step: int) -> Dict:
+        """One point: the weights as they are now, after `updates` updates and `images` images."""
+        t0 = time.perf_counter()
+        loss, accuracy = (float(v) for v in self._evaluate())
+        spent = time.perf_counter() - t0
+        point = {"step": step, "train_s": max(0.0, wall - self.start_wall - self.paused_s), "updates": int(updates),
+                 "images": int(images), "accuracy": accuracy, "loss": loss, "eval_s": spent}
+        if self.pauses_training:
+            self.paused_s += spent
+        self.points.append(point)
+        if self.events:
+            scalars = {"eval/accuracy": accuracy, "eval/loss": loss}
+            self.events.scalars(scalars, step=timeline.step_ms(self.origin, wall), wall_time=wall)
+            self.events.scalars({f"eval_by_update/{k[5:]}": v for k, v in scalars.items()}, step=updates,
+                                wall_time=wall)
+        return point
+
+    def summary(self) -> Dict:
+        """The record's `convergence` field."""
+        c = self.config
+        target = c.target_accuracy or None
+        reached = next((p for p in self.points if target and p["accuracy"] >= target), None)
+        last = self.points[-1] if self.points else {}
+        return {
+            "dataset": c.dataset, "eval_every": c.effective_eval_every, "points": self.points,
+            "final_accuracy": last.get("accuracy"), "final_loss": last.get("loss"),
+            "best_accuracy": max((p["accuracy"] for p in self.points), default=None),
+            "target_accuracy": target,
+            "time_to_accuracy_s": reached["train_s"] if reached else None,
+            "updates_to_accuracy": reached["updates"] if reached else None,
+            "images_to_accuracy": reached["images"] if reached else None,
+            "reached": bool(reached) if target else None,
+            "evaluation_pauses_s": self.paused_s,
+            "evaluation_pauses_training": self.pauses_training,
+            "definition": DEFINITION,
+        }
+
+    def close(self) -> None:
+        if self.events:
+            self.events.close()
+
+
+def make(config, model, run, task_name: str, device: Optional[str] = None,
+         pauses_training: bool = True) -> Optional[Evaluator]:
+    """An Evaluator for a real-data run (None on synthetic data, which has no accuracy)."""
+    if config.dataset == "synthetic":
+        return None
+    return Evaluator(config, model, run.task_tb(task_name) if run is not None else None,
+                     run.path if run is not None else None, device, pauses_training)
+
+
+class Hook:
+    """Evaluates between steps of a timing loop (its before/after calls sit outside the timed
+    region): the first point as the measured window starts, then on the --eval_every grid.
+    `counts()` gives (updates applied, images trained on) so far."""
+
+    def __init__(self, evaluator: Evaluator, counts: Callable[[], Tuple[int, int]]):
+        self.evaluator, self.counts = evaluator, counts
+
+    def before(self, i: int) -> None:
+        if i == self.evaluator.config.num_warmup_steps and self.evaluator.start_wall is None:
+            self.evaluator.start(time.time(), *self.counts())
+
+    def after(self, i: int) -> None:
+        if self.evaluator.due(i):
+            self.evaluator.evaluate(time.time(), *self.counts(), step=i + 1)
+
+
+def line(summary: Dict) -> str:
+    """The run table's line about convergence."""
+    points = summary.get("points") or []
+    if not points:
+        return "convergence: no evaluation"
+    out = (f"held-out accuracy ({summary['dataset']}): {points[0]['accuracy']:.3f} -> {summary['final_accuracy']:.3f} "
+           f"after {points[-1]['updates']} updates, {points[-1]['train_s']:.1f} s of training")
+    if summary.get("target_accuracy"):
+        if summary.get("reached"):
+            out += (f"; {summary['target_accuracy']:.2f} reached in {summary['time_to_accuracy_s']:.1f} s, "
+                    f"{summary['updates_to_accuracy']} updates")
+        else:
+            out += f"; {summary['target_accuracy']:.2f} not reached"
+    if summary.get("evaluation_pauses_training") and summary.get("evaluation_pauses_s"):
+        out += f" (evaluation pauses of {summary['evaluation_pauses_s']:.2f} s lie inside the measured window)"
+    return out
+
