@@ -10,7 +10,7 @@ import dataclasses
 import os
 from typing import Callable, List, Optional
 
-from cluster import straggler
+from cluster import recovery, straggler
 from cluster.status import StatusLine
 from tfbench import records
 from tfbench.config import RunConfig
@@ -67,6 +67,8 @@ def report(ending: Ending, first_record: int, run: RunDir, config: RunConfig, ex
         except ValueError as e:
             ending = Ending("failed", None, f"every task exited 0 but no results were recorded: {e}")
         else:
+            if record.get("faults"):
+                record["recovery"] = recovery.analyse(record["faults"], task_records)
             for hook in hooks:
                 record.update(_safe_hook(hook, run, record, status))
             records.append(run.results, record)

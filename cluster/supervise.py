@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Callable, Dict, List, Optional, Protocol, TextIO, Tuple
 
@@ -25,10 +24,12 @@ import psutil
 from cluster import progress, teardown
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
+from cluster.signals import CaughtSignals
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine, all_ready, describe, phase_text
+from cluster.fault_injector import FaultInjector
 from cluster.straggler import Straggler
-from tfbench import records
+from tfbench import faults as faults_lib, records
 from tfbench.config import RunConfig
 from tfbench.rundir import RunDir
 
@@ -64,20 +65,22 @@ def supervise(launcher: Launcher, plan: ClusterPlan, run: RunDir, config: RunCon
     for warning in plan.warnings:
         status.message(f"tfbench: warning: {warning}")
     started = time.monotonic()
-    monitor = None
+    monitor, fault_record = None, {}
     first_record = len(records.read(run.results))
-    with _CaughtSignals() as caught:
+    with CaughtSignals() as caught:
         try:
             ending = _set_up(launcher, plan)
             if not isinstance(ending, Ending):
                 plan = ending
                 monitor = monitor_factory(run, plan, config) if monitor_factory else None
-                ending, first_record = _run_attempts(plan, run, config, launcher, monitor, caught, status)
+                ending, first_record, attempt = _run_attempts(plan, run, config, launcher, monitor, caught, status)
+                if attempt.faults is not None:
+                    fault_record = attempt.faults.record()
         finally:
             status.end()
             resources = stop_monitor(monitor, status)
             _cleanup(launcher, status)
-    extra = {"resources": resources, **launcher.record()}
+    extra = {"resources": resources, **launcher.record(), **fault_record}
     return report(ending, first_record, run, config, extra, time.monotonic() - started, status, record_hooks)
 
 
@@ -96,22 +99,23 @@ def _cleanup(launcher: Launcher, status: StatusLine) -> None:
         status.message(f"tfbench: warning: {launcher.name} launcher cleanup failed: {type(e).__name__}: {e}")
 
 
-def _run_attempts(plan, run, config, launcher, monitor, caught, status) -> Tuple[Ending, int]:
+def _run_attempts(plan, run, config, launcher, monitor, caught, status) -> Tuple[Ending, int, "_Attempt"]:
     """Starts the cluster up to MAX_ATTEMPTS times while tasks fail to bind their ports.
 
-    Returns the final attempt's ending and how many records results.jsonl held before it, so
-    that only that attempt's task records count."""
+    Returns the final attempt's ending, how many records results.jsonl held before it (only that
+    attempt's task records count) and the attempt itself."""
     deadline = time.monotonic() + config.deadline if config.deadline > 0 else None
     attempt = 1
     while True:
         plan = launcher.free_ports(plan, status.message)
         first_record = len(records.read(run.results))
-        ending = _Attempt(plan, run, config, launcher, monitor, caught, status, deadline).run(attempt == 1)
+        started = _Attempt(plan, run, config, launcher, monitor, caught, status, deadline)
+        ending = started.run(attempt == 1)
         if ending.kind != "retry":
-            return ending, first_record
+            return ending, first_record, started
         if attempt == MAX_ATTEMPTS:
             ending.kind, ending.reason = "failed", f"{ending.reason} ({MAX_ATTEMPTS} attempts)"
-            return ending, first_record
+            return ending, first_record, started
         old = plan.task(ending.failed_task).port
         plan = launcher.rebind(plan, [ending.failed_task])
         attempt += 1
@@ -146,6 +150,8 @@ class _Attempt:
         self.ready = False
         self.started_at = time.monotonic()
         self.stragglers: List[Straggler] = []
+        self.faults = FaultInjector(faults_lib.parse(config.fault), config, run.path, status.message) \
+            if config.fault else None
 
     def run(self, first: bool) -> Ending:
         """Service tasks still serving after a successful run get the longer grace period."""
@@ -211,6 +217,9 @@ class _Attempt:
         if self.caught.name:
             return Ending("failed", None, f"interrupted by {self.caught.name}")
         self._read_progress(now)
+        if self.faults is not None:
+            self.faults.tick(self.progress, self._fault_target)
+            self.faults.watch_recovery()
         ending = self._exits()
         if ending is None and self.deadline is not None and now >= self.deadline:
             ending = Ending("failed", None, f"deadline of {self.config.deadline:g} s reached")
@@ -228,10 +237,29 @@ class _Attempt:
                 if name not in self.gone_at and record["phase"] != "done" and not _pid_alive(int(record["pid"])):
                     self.gone_at[name] = now
 
+    def _fault_target(self, name: str) -> Tuple[Optional[int], bool]:
+        """(pid, whole group) of a task: its unit's process group when the unit is the task alone."""
+        process = self._process_of(name)
+        if process.unit.name == name:
+            return process.popen.pid, True
+        record = progress.read_progress(self.run_dir.path, name) or {}
+        return record.get("pid"), False
+
+    def _restart(self, p: _Process) -> None:
+        """The same unit started again (a killed parameter-server worker: same address)."""
+        restarted = _start(p.unit)
+        self.processes[self.processes.index(p)] = restarted
+        self._pin(restarted)
+        self._monitor(p.unit.name, restarted.popen.pid)
+        self.faults.restarted(p.unit.name, restarted.popen.pid)
+
     def _exits(self) -> Optional[Ending]:
-        for p in self.processes:
+        for p in list(self.processes):
             code = p.popen.poll()
             if code is None:
+                continue
+            if code != 0 and self.faults is not None and self.faults.restarts(p.unit.name):
+                self._restart(p)
                 continue
             if code != 0 and p.unit.tasks and self._tasks_done(p.unit):
                 continue  # its servers ended after every finishing task was done
@@ -241,7 +269,8 @@ class _Attempt:
                               f"{name} was done", self.run_dir.task_log(name))
             if code != 0:
                 kind = "retry" if self._bind_failure(p) else "failed"
-                return Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{_signal_name(code)}",
+                cause = self.faults.explain(p.unit.name) if self.faults is not None else ""
+                return Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{_signal_name(code)}{cause}",
                                p.unit.log, p.log_offset)
             if p.unit.service:
                 return Ending("failed", p.unit.name, f"{p.unit.name} exited before the run finished; it should "
@@ -331,6 +360,8 @@ class _Attempt:
     def _teardown(self, grace: float) -> None:
         for straggler in self.stragglers:  # continued first: a stopped task cannot exit on SIGTERM
             straggler.stop()
+        if self.faults is not None:
+            self.faults.release()
         popens = [p.popen for p in self.processes]
         self.others.update(dict.fromkeys(teardown.descendants(p.pid for p in popens)))
         others = [*self.others, *teardown.processes_of_run(self.run_dir.path)]
@@ -366,31 +397,3 @@ def _signal_name(code: int) -> str:
         return f" ({signal.Signals(-code).name})"
     except ValueError:
         return ""
-
-
-
-# ---- signals ------------------------------------------------------------------------------
-
-class _CaughtSignals:
-    """Turns SIGINT / SIGTERM into a flag the watch loop acts on, for the duration of a run.
-
-    Handlers can only be installed from the main thread; elsewhere the caller's handling stays."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.name: Optional[str] = None
-        self._previous: Dict[int, object] = {}
-
-    def _handle(self, signum, frame) -> None:
-        self.name = self.name or signal.Signals(signum).name
-
-    def __enter__(self) -> "_CaughtSignals":
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

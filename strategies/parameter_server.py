@@ -159,6 +159,7 @@ class ParameterServerAdapter(StrategyAdapter):
         self.initial_weights = self.weights()
         iterator = self._dataset()
         self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
+        self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
         hooks = self._hooks(profiler)
         if self.sync:
             from strategies.ps_sync import SyncOnPs
@@ -297,6 +298,7 @@ class ParameterServerAdapter(StrategyAdapter):
                      updates=updates, updates_counted="measured window only",
                      updates_per_sec=updates / measured_s if measured_s > 0 else None,
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
+                     closure_results_lost=self.lost + getattr(getattr(self, "sync_step", None), "lost", 0),
                      placement=self._placement("chief", 0))
         if train:
             chief.update(staleness=stale, staleness_definition=staleness.DEFINITION)

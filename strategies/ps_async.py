@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from tfbench import steps
 from tfbench.benchmark import StepTiming
@@ -114,10 +114,21 @@ def pull_step(adapter):
     return step
 
 
-def fetched(value) -> dict:
-    """A closure's RemoteValue as plain Python numbers."""
+def fetched(value, adapter=None) -> Optional[dict]:
+    """A closure's RemoteValue as plain Python numbers; None when its result was lost with its
+    worker (a closure's outputs stay on the worker until fetched: a worker killed after the
+    closure finished takes them along, though the update was applied), counted in adapter.lost."""
+    from tfbench.tf_import import tf
+
+    try:
+        result = value.fetch()
+    except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError):
+        if adapter is None:
+            raise
+        adapter.lost += 1
+        return None
     return {k: (bool(v) if k == "fresh" else int(v) if k in ("worker", "read", "applied") else float(v))
-            for k, v in value.fetch().items()}
+            for k, v in result.items()}
 
 
 def run_rounds(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[List[dict], List[StepTiming]]:
@@ -132,7 +143,7 @@ def run_rounds(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[L
     for i, round_values in zip(range(first, last), queued):
         if hooks and i > first:
             hooks.before(i)
-        results = [fetched(v) for v in round_values]
+        results = [r for r in (fetched(v, adapter) for v in round_values) if r is not None]
         now_wall, t1 = time.time(), time.perf_counter()
         rounds.append(StepTiming(start_wall, t1 - t0))
         start_wall, t0 = now_wall, t1
@@ -158,7 +169,11 @@ def run_bounded(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[
     pending = collections.deque(schedule(step, args=(iterator,)) for _ in range(min(PIPELINE_DEPTH * n, target)))
     closures, rounds, this_round, i = [], [], [], first
     while pending:
-        result = fetched(pending.popleft())
+        result = fetched(pending.popleft(), adapter)
+        if result is None:  # lost with its worker: its update may have landed; another takes its place
+            if i < last:
+                pending.append(schedule(step, args=(iterator,)))
+            continue
         if not result["fresh"]:
             adapter.bound_waits += 1
             if i < last:

@@ -24,8 +24,10 @@ from typing import List, Tuple
 
 from tfbench import steps
 
-# How many extra scheduling rounds a global step may take before a missing worker is an error.
+# Scheduling rounds a global step may take before a missing worker is an error, unless the
+# step is still young (a worker restarted after a fault needs seconds to serve again).
 MAX_RESCHEDULES = 20
+WAIT_BETWEEN_ROUNDS_S = 0.05  # a round that brought no gradient: pause before scheduling again
 
 
 class MissingGradient(RuntimeError):
@@ -80,6 +82,7 @@ class SyncOnPs:
                 self.last_step = tf.Variable(tf.fill([num_workers], tf.constant(-1, tf.int64)),
                                              trainable=False, name="last_contribution")
         self.flat_accumulators = [a for accs in self.accumulators for a in accs]
+        self.lost = 0  # closure results lost with their worker (strategies.ps_async.fetched)
         self.worker_step = self._worker_step()
         self.apply = self._apply()
 
@@ -160,22 +163,28 @@ class SyncOnPs:
         start_wall, t0 = time.time(), time.perf_counter()
         contributed, closures, skipped, rounds = set(), [], 0, 0
         while len(contributed) < n:
-            if rounds > MAX_RESCHEDULES:
+            if rounds > MAX_RESCHEDULES and time.perf_counter() - t0 > self.config.stall_timeout:
                 missing = sorted(set(range(n)) - contributed)
                 raise MissingGradient(f"synchronous ps: worker(s) {missing} contributed no gradient to "
-                                      f"global step {step} after {rounds} scheduling rounds")
+                                      f"global step {step} after {rounds} scheduling rounds and "
+                                      f"{self.config.stall_timeout:g} s (--stall_timeout)")
+            before = len(contributed)
             values = [schedule(self.worker_step, args=(iterator, step_tensor))
                       for _ in range(n - len(contributed))]
             self.coordinator.join()
             for value in values:
-                closure = fetched(value)
+                closure = fetched(value, self)  # None: lost with its worker, which is asked again
+                if closure is None:
+                    continue
                 if closure["fresh"]:
-                    contributed.add(closure["worker"])
                     closures.append(closure)
-                else:
+                else:  # the guard found this worker's gradient in the step already (e.g. its result was lost)
                     skipped += 1
+                contributed.add(closure["worker"])
+            if rounds and len(contributed) == before:
+                time.sleep(WAIT_BETWEEN_ROUNDS_S)
             rounds += 1
-        if sorted(c["worker"] for c in closures) != list(range(n)):  # one gradient per worker, no more
+        if len({c["worker"] for c in closures}) != len(closures):  # one gradient per worker, no more
             raise MissingGradient(f"synchronous ps: global step {step} got gradients from workers "
                                   f"{sorted(c['worker'] for c in closures)}, expected each of 0..{n - 1} once")
         a0 = time.perf_counter()

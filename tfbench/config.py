@@ -125,6 +125,7 @@ class RunConfig:
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
     straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
+    fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.faults)
     ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
     # Data and convergence.
     dataset: str = "synthetic"  # or a real dataset of tfbench.datasets, evaluated on its held-out part
@@ -268,6 +269,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
 
     if c.straggler:
         config_checks.check_straggler(c)
+    if c.fault:
+        config_checks.check_faults(c)
     config_checks.check_staleness_bound(c)
     config_checks.check_data(c)
 

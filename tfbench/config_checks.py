@@ -11,11 +11,17 @@ def need(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def check_straggler(c) -> None:
-    """--straggler=TASK:FACTOR: a task of this run, slowed by a sane factor, on processes we start."""
+def task_names(c) -> list:
+    """The tasks of the run's plan a flag may name."""
     tasks = [f"worker_{i}" for i in range(c.num_workers)]
     if c.strategy == "parameter_server":
         tasks += ["chief_0"] + [f"ps_{i}" for i in range(c.effective_num_ps)]
+    return tasks
+
+
+def check_straggler(c) -> None:
+    """--straggler=TASK:FACTOR: a task of this run, slowed by a sane factor, on processes we start."""
+    tasks = task_names(c)
     need(c.strategy in MULTI_TASK_STRATEGIES, f"--straggler needs peers: --strategy={c.strategy} runs one task")
     need(c.straggler_task in tasks and c.straggler_slowdown > 0,
          f"--straggler={c.straggler!r}: expected TASK:FACTOR with TASK one of {', '.join(tasks)}, e.g. worker_1:2.0")
@@ -25,6 +31,27 @@ def check_straggler(c) -> None:
     need(c.strategy != "horovod" or c.network == "emulated",
          "--straggler with --strategy=horovod needs --network=emulated: locally horovodrun starts every rank "
          "as one process group")
+
+
+def check_faults(c) -> None:
+    """--fault: tasks of this run, at measured steps it has, applied by the local launcher."""
+    from tfbench import faults as faults_lib
+
+    try:
+        faults = faults_lib.parse(c.fault)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    tasks = task_names(c)
+    need(c.strategy in MULTI_TASK_STRATEGIES, f"--fault needs a cluster: --strategy={c.strategy} runs one task")
+    need(c.launcher == "local", "--fault applies to processes this machine starts, not to --launcher=slurm")
+    for fault in faults:
+        need(fault.task in tasks, f"--fault: {fault.task} is not a task of this run ({', '.join(tasks)})")
+        need(1 <= fault.step <= c.num_steps, f"--fault: {fault.task}:{fault.kind}@{fault.step} is outside the "
+                                             f"measured steps 1..{c.num_steps}")
+        need(fault.task != c.straggler_task, f"--fault: {fault.task} is also the straggler, whose duty cycle "
+                                             "would continue it")
+    names = [f.task for f in faults]
+    need(len(set(names)) == len(names), "--fault: at most one fault per task")
 
 
 def check_staleness_bound(c) -> None:

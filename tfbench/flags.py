@@ -94,6 +94,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("float", "monitor_interval", "Seconds between system samples."),
         ("integer", "display_every", "Print a progress line every this many steps."),
         ("list", "profile_steps", "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of."),
+        ("string", "fault", "Faults the launcher injects: TASK:kill@STEP (SIGKILL) or TASK:hang@STEP (SIGSTOP) once "
+                            "STEP measured steps are done, comma-separated; a killed parameter-server worker is "
+                            "restarted and the recovery measured."),
         ("string", "straggler", "TASK:FACTOR, e.g. worker_1:2.0: that task runs 1/FACTOR of the time (stopped and "
                                 "continued by the launcher), a straggler that costs no other task CPU."),
     )),

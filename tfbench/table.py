@@ -69,6 +69,10 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
         from tfbench import convergence
 
         lines.append(convergence.line(cluster["convergence"]))
+    for fault in cluster.get("faults") or []:
+        lines.append(f"fault: {fault['task']} {fault['kind']} ({fault['signal']}) after measured step "
+                     f"{fault['applied_at_measured_step']}" + (f": {fault['error']}" if fault.get("error") else ""))
+    lines += [recovery_line(entry) for entry in cluster.get("recovery") or []]
     if config.straggler:
         lines.append(f"straggler: {config.straggler_task} ran 1/{config.straggler_slowdown:g} of the time "
                      "(stopped and continued by the launcher)")
@@ -110,6 +114,23 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
     if not parts:
         return None
     return "time per update, ms (pull measured alone; compute = the rest up to the gradients): " + "; ".join(parts)
+
+
+def recovery_line(entry: Dict) -> str:
+    """The run table's line about one recovery (cluster.recovery)."""
+    def fmt(key, unit="", digits=1):
+        value = entry.get(key)
+        return f"{value:.{digits}f}{unit}" if isinstance(value, (int, float)) else "n/a"
+
+    text = (f"recovery of {entry['task']} ({entry['kind']}): ready again after {fmt('time_to_ready_s', ' s')}, "
+            f"its first update after {fmt('time_to_first_update_s', ' s')}; images/sec before "
+            f"{fmt('images_per_sec_before')}, while down {fmt('images_per_sec_during')}, after "
+            f"{fmt('images_per_sec_after')}")
+    if entry.get("closure_results_lost") is not None:
+        text += f"; {entry['closure_results_lost']} closure result(s) lost with the worker"
+    if entry.get("updates_without_result") is not None:
+        text += f", {entry['updates_without_result']} update(s) applied without a result back"
+    return text
 
 
 def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:
