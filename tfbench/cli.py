@@ -122,16 +122,26 @@ def dry_run(config, plan) -> int:
     return 0
 
 
+def private_monitor(run, plan, config):
+    """The monitor; a local run in a private network namespace has its sockets read in there."""
+    from cluster import private_net
+    from tfbench.monitor import Monitor
+
+    name = private_net.namespace_of(run)
+    if name is None:
+        return Monitor(run, plan, config)
+    return Monitor(run, plan, config, net_source_factory=lambda: private_net.net_source(name))
+
+
 def launch(config, plan) -> int:
     from cluster import launcher
     from tfbench import table
     from tfbench.hparams import write_hparams
-    from tfbench.monitor import Monitor
 
     run = prepare_run_dir(config, plan)
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
     hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
-    monitor = Monitor
+    monitor = private_monitor
     if config.launcher == "slurm":
         from cluster.launchers.slurm import inside_allocation
         from cluster.slurm.node_monitor import NodeMonitors

@@ -3,7 +3,8 @@
 Ports come from portpicker; one that something else holds is replaced before a start, and a
 task that fails to bind its port restarts the cluster with a fresh one (cluster.supervise
 decides when). Horovod plans run as one horovodrun process whose ranks report progress under
-the ranks' task names.
+the ranks' task names. Multi-task runs start inside a private network namespace with only a
+loopback interface (cluster.private_net): their gRPC servers are unreachable from elsewhere.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import portpicker
 
+from cluster import netns, netns_exec, private_net
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, unit_env
 from cluster.ports import is_local, port_is_free
 from cluster.spec import ClusterPlan, TaskSpec
@@ -52,10 +54,36 @@ class LocalLauncher(Launcher):
         super().__init__(run, command_for)
         self.group_command = group_command or default_group_command(run)
         self._ports: Optional[_FreshPorts] = None
+        self.key: Optional[str] = None
+        self.namespace: Optional[str] = None
+        self.isolation: dict = {}
 
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
         self._ports = _FreshPorts(plan)
+        if private_net.needed(plan.strategy):
+            self.key, self.namespace, why = private_net.create(self.run)
+            self.isolation = ({"netns": self.namespace, "reachable_from": "the run's own tasks only (loopback of a "
+                               "private network namespace)"} if self.namespace else
+                              {"netns": None, "reachable_from": f"every machine that can reach this one ({why})"})
+            self.run.write_json(private_net.ISOLATION_FILE, self.isolation)
+            if not self.namespace:
+                print(f"tfbench: warning: the tasks' gRPC servers listen on every address of this machine, "
+                      f"unauthenticated: {why} (README: Security)", file=sys.stderr, flush=True)
         return plan
+
+    def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:
+        return netns_exec.command(self.namespace, command) if self.namespace else command
+
+    def cleanup(self) -> None:
+        if self.key is not None:
+            left = netns.remove_run(self.key)
+            self.key = None
+            if left:
+                raise RuntimeError(f"could not remove namespaces {left}; `python -m cluster.netns --cleanup` "
+                                   f"will once their processes are gone")
+
+    def record(self) -> dict:
+        return {"grpc_isolation": self.isolation} if self.isolation else {}
 
     def port_task(self, spec: TaskSpec) -> Optional[TaskSpec]:
         return spec if spec.port and is_local(spec.host) else None
@@ -67,7 +95,9 @@ class LocalLauncher(Launcher):
         for spec in plan.tasks:
             env.update(spec.full_env())
         cores = tuple(sorted({c for spec in plan.tasks for c in spec.cores}))
-        return [Unit(HOROVOD_GROUP, tuple(self.group_command(plan)), unit_env(self.run, HOROVOD_GROUP, env, "horovod"),
+        command = self.group_command(plan)
+        command = netns_exec.command(self.namespace, command) if self.namespace else command
+        return [Unit(HOROVOD_GROUP, tuple(command), unit_env(self.run, HOROVOD_GROUP, env, "horovod"),
                      self.run.task_log(HOROVOD_GROUP), cores)]
 
     def free_ports(self, plan: ClusterPlan, message: Callable[[str], None]) -> ClusterPlan:
