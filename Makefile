@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench sweep strategies network staleness horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network staleness horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -46,6 +46,12 @@ bench: setup
 	$(PY) -m tools.peak
 	$(PY) -m tools.bench --repeats=2
 	$(PY) -m tools.bench_overhead --against=monitor_off --repeats=2
+
+# 50 short runs of every strategy and launcher present, then a sweep interrupted by SIGINT and
+# SIGKILL and resumed; prints what each left behind (processes, ports, namespaces, Slurm jobs,
+# temp dirs, open files; goal: 0) and checks every sweep point is done exactly once (~12 min).
+soak: setup
+	$(PY) -m tools.soak --runs=50
 
 sweep: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/default.yaml

@@ -19,6 +19,7 @@ ENTRY_POINTS = {
     "cluster.plan": ["--model", "--strategy", "--format", "Plan output:"],
     "tools.sweep": ["--config", "--sweep_dir", "--repeats", "--set", "--strategy", "Axes"],
     "tools.report": ["--out", "Report:"],
+    "tools.soak": ["--runs", "--dir", "Soak:"],
     "tools.tb_export": ["--out", "Export:"],
     "tools.bench_overhead": ["--against", "--repeats", "Benchmark:"],
 }

@@ -1,4 +1,4 @@
-"""tfbench on a real Slurm: a private slurmctld + slurmd + munged on this machine (tests/slurm_cluster.py),
+"""tfbench on a real Slurm: a private slurmctld + slurmd + munged on this machine (cluster/slurm/local_cluster.py),
 runs submitted through sbatch by `python -m tfbench --launcher=slurm`, their records, a run
 cancelled mid-way, and at the end an empty queue and every daemon stopped.
 Skipped (with the reason) where Slurm cannot be installed or started (not root)."""
@@ -25,7 +25,7 @@ def slurm():
     import shutil
     import tempfile
 
-    import slurm_cluster
+    from cluster.slurm import local_cluster as slurm_cluster
 
     reason = slurm_cluster.unavailable_reason()
     if reason:

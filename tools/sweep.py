@@ -122,11 +122,12 @@ def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout
     """Exit code of `argv`, or None when it ran past `timeout_s` and was stopped.
 
     The command gets a process group of its own so that stopping it also stops the tasks it
-    started; an interrupt of the sweep stops it the same way before propagating.
+    started; an interrupt of the sweep stops it the same way before propagating, and a sweep
+    killed outright (SIGKILL) has the kernel send it SIGTERM, on which tfbench tears its run down.
     """
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_terminate_with_parent)
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -135,6 +136,13 @@ def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout
         except BaseException:
             _stop(proc)
             raise
+
+
+def _terminate_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the sweep dies (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -1,4 +1,4 @@
-"""A private Slurm cluster on this machine for the Slurm integration tests.
+"""A private Slurm cluster on this machine, for the Slurm integration tests and `make soak`.
 
 Writes a slurm.conf for this host (CPUs=8 on whatever cores there are: more tasks than cores;
 no cgroup plugins, since PID 1 is not systemd), starts munged with a socket of its own, then
@@ -18,7 +18,7 @@ from typing import Dict, List
 
 import portpicker
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INSTALL = os.path.join(ROOT, "tools", "install_slurm.sh")
 SBIN = ("/usr/sbin", "/usr/bin")
 
