@@ -47,8 +47,8 @@ class FaultInjector:
             if pid is None:
                 raise ProcessLookupError("no process")
             (os.killpg if group else os.kill)(pid, SIGNALS[fault.kind])
-        except ProcessLookupError as e:
-            entry["error"] = f"{fault.task} had no running process ({e})"
+        except OSError as e:  # gone already, or not ours to signal
+            entry["error"] = f"{fault.task} could not be signalled ({e})"
         else:
             if fault.kind == "hang":
                 self.stopped.append(-pid if not group else pid)

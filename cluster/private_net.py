@@ -64,8 +64,13 @@ class CountersIn:
     def __init__(self, name: str):
         self._requests: queue.Queue = queue.Queue()
         self._replies: queue.Queue = queue.Queue()
+        self._sent = 0  # requests numbered: a reply that came too late is recognised and dropped
         threading.Thread(target=self._serve, args=(name,), name=f"counters-{name}", daemon=True).start()
-        self._reply()  # raises what opening the socket raised
+        try:
+            self._reply(0)  # raises what opening the socket raised
+        except BaseException:
+            self.close()
+            raise
 
     def _serve(self, name: str) -> None:
         from tfbench.monitor import netstat
@@ -74,25 +79,32 @@ class CountersIn:
             netns_exec.enter(name)
             counters = netstat.TcpCounters()
         except Exception as e:  # noqa: BLE001 - handed to the caller
-            self._replies.put(e)
+            self._replies.put((0, e))
             return
-        self._replies.put(None)
-        while self._requests.get() is not None:
+        self._replies.put((0, None))
+        while True:
+            number = self._requests.get()
+            if number is None:
+                break
             try:
-                self._replies.put(counters.read())
+                self._replies.put((number, counters.read()))
             except Exception as e:  # noqa: BLE001 - handed to the caller
-                self._replies.put(e)
+                self._replies.put((number, e))
         counters.close()
 
-    def _reply(self):
-        reply = self._replies.get(timeout=self.TIMEOUT_S)
+    def _reply(self, number: int):
+        while True:
+            got, reply = self._replies.get(timeout=self.TIMEOUT_S)
+            if got == number:
+                break
         if isinstance(reply, Exception):
             raise reply
         return reply
 
     def read(self):
-        self._requests.put("read")
-        return self._reply()
+        self._sent += 1
+        self._requests.put(self._sent)
+        return self._reply(self._sent)
 
     def close(self) -> None:
         self._requests.put(None)

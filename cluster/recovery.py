@@ -55,5 +55,8 @@ def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
         if coordinator.get("updates") is not None and closures and not coordinator.get("ps_sync"):
             late = int(coordinator.get("late_updates") or 0)  # bounded staleness: finished after the window
             entry["updates_without_result"] = max(0, int(coordinator["updates"]) - closures - late)
+        if coordinator.get("ps_sync"):
+            entry["note"] = ("a worker killed while adding its gradient can leave part of it in that global step's "
+                             "accumulators: that one update may then hold more than one gradient from the worker")
         out.append(entry)
     return out

@@ -30,3 +30,13 @@ class CaughtSignals:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def signal_name(code: int) -> str:
+    """The signal that ended a process, as ' (SIGKILL)' for exit code -9; '' for a normal exit."""
+    if code >= 0:
+        return ""
+    try:
+        return f" ({signal.Signals(-code).name})"
+    except ValueError:
+        return ""

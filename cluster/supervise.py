@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ import psutil
 from cluster import progress, teardown
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
-from cluster.signals import CaughtSignals
+from cluster.signals import CaughtSignals, signal_name
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine, all_ready, describe, phase_text
 from cluster.fault_injector import FaultInjector
@@ -234,7 +233,7 @@ class _Attempt:
             self.progress[name] = record
             if record is not None and record.get("pid"):
                 self._monitor(name, int(record["pid"]))
-                if name not in self.gone_at and record["phase"] != "done" and not _pid_alive(int(record["pid"])):
+                if name not in self.gone_at and record["phase"] != "done" and not teardown.pid_alive(int(record["pid"])):
                     self.gone_at[name] = now
 
     def _fault_target(self, name: str) -> Tuple[Optional[int], bool]:
@@ -245,13 +244,17 @@ class _Attempt:
         record = progress.read_progress(self.run_dir.path, name) or {}
         return record.get("pid"), False
 
-    def _restart(self, p: _Process) -> None:
+    def _restart(self, p: _Process) -> Optional[Ending]:
         """The same unit started again (a killed parameter-server worker: same address)."""
-        restarted = _start(p.unit)
+        try:
+            restarted = _start(p.unit)
+        except OSError as e:
+            return Ending("failed", p.unit.name, f"could not restart {p.unit.name} after its fault: {e}")
         self.processes[self.processes.index(p)] = restarted
         self._pin(restarted)
         self._monitor(p.unit.name, restarted.popen.pid)
         self.faults.restarted(p.unit.name, restarted.popen.pid)
+        return None
 
     def _exits(self) -> Optional[Ending]:
         for p in list(self.processes):
@@ -259,18 +262,20 @@ class _Attempt:
             if code is None:
                 continue
             if code != 0 and self.faults is not None and self.faults.restarts(p.unit.name):
-                self._restart(p)
+                failed = self._restart(p)
+                if failed:
+                    return failed
                 continue
             if code != 0 and p.unit.tasks and self._tasks_done(p.unit):
                 continue  # its servers ended after every finishing task was done
             if code != 0 and p.unit.tasks:  # a group: name the task that did not get done
                 name = self._laggard(p.unit.tasks)
-                return Ending("failed", name, f"{p.unit.name} exited with code {code}{_signal_name(code)} before "
+                return Ending("failed", name, f"{p.unit.name} exited with code {code}{signal_name(code)} before "
                               f"{name} was done", self.run_dir.task_log(name))
             if code != 0:
                 kind = "retry" if self._bind_failure(p) else "failed"
                 cause = self.faults.explain(p.unit.name) if self.faults is not None else ""
-                return Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{_signal_name(code)}{cause}",
+                return Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{signal_name(code)}{cause}",
                                p.unit.log, p.log_offset)
             if p.unit.service:
                 return Ending("failed", p.unit.name, f"{p.unit.name} exited before the run finished; it should "
@@ -379,21 +384,5 @@ def _start(unit: Unit) -> _Process:
     return _Process(unit, popen, offset)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def _signature(record: dict) -> Tuple[str, int]:
     return record["phase"], record.get("step", 0)
-
-
-def _signal_name(code: int) -> str:
-    if code >= 0:
-        return ""
-    try:
-        return f" ({signal.Signals(-code).name})"
-    except ValueError:
-        return ""

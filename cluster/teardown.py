@@ -109,3 +109,11 @@ def stop(popens: Sequence[subprocess.Popen], others: Sequence[psutil.Process] = 
 def _unique(procs: Iterable[psutil.Process]) -> List[psutil.Process]:
     """psutil compares processes by pid and start time, so a reused pid stays a distinct entry."""
     return list(dict.fromkeys(procs))
+
+
+def pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

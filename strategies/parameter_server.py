@@ -206,7 +206,7 @@ class ParameterServerAdapter(StrategyAdapter):
         step = ps_async.pull_step(self)
         values = [self.coordinator.schedule(step, args=(iterator,)) for _ in range(per_worker * self.num_workers)]
         self.coordinator.join()
-        return [ps_async.fetched(v) for v in values]
+        return [p for p in (ps_async.fetched(v, self) for v in values) if p is not None]
 
     @property
     def sync(self) -> bool:
@@ -303,6 +303,9 @@ class ParameterServerAdapter(StrategyAdapter):
         if train:
             chief.update(staleness=stale, staleness_definition=staleness.DEFINITION)
         if train and not sync:
+            if self.lost:  # their updates landed unseen: later clocks count one short
+                chief["clock_staleness_note"] = (f"approximate: {self.lost} closure result(s) were lost with a "
+                                                 "killed worker, and their updates are missing from the clocks")
             chief.update(clock_staleness=staleness.summary(c["clock_staleness"] for c in closures),
                          clock_staleness_definition=staleness.CLOCK_DEFINITION, bound_waits=self.bound_waits,
                          late_updates=len(self.late_updates))

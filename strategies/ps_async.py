@@ -159,8 +159,9 @@ def run_bounded(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[
     """Under a staleness bound: closures kept in flight (PIPELINE_DEPTH per worker), one more
     scheduled for each one fetched until rounds first..last-1 hold N updates each; closures that
     found their worker too far ahead made no update and are counted in adapter.bound_waits.
-    Closures still in flight at the end are fetched after the last round and kept (their updates
-    happened, in adapter.late_updates) but belong to no round."""
+    A result lost with a killed worker is replaced by another closure though its update may have
+    landed; an update beyond the last round that this brings is kept in adapter.late_updates
+    (it happened) but belongs to no round."""
     n, schedule = adapter.num_workers, adapter.coordinator.schedule
     target = (last - first) * n
     if hooks:

@@ -41,17 +41,18 @@ def by_worker(pairs: Iterable[Tuple[int, int]]) -> Dict[str, Dict]:
     return out
 
 
-CLOCK_DEFINITION = ("stale-synchronous clocks: for an update that is its worker's c-th, the most updates of "
-                    "any other worker among its first c that the weights it read did not yet hold (0: it saw "
-                    "every worker's first c updates, as in lockstep); computed from the version counter alone")
+CLOCK_DEFINITION = ("stale-synchronous clocks: for an update made after c earlier updates of its worker, the most "
+                    "updates of any other worker among that worker's first c that the weights it read did not yet "
+                    "hold (0: it saw every worker's first c updates, as in lockstep); computed from the version "
+                    "counter alone")
 
 
 def clock_staleness(updates: Iterable[Dict]) -> Dict[int, int]:
     """{applied version: clock staleness} of asynchronous updates (dicts with worker, read and
     applied versions), as a stale-synchronous bound s limits it: at most s.
 
-    An update applied as version a, the c-th of its worker (c = its worker's updates applied
-    before a), read the weights after version r: it holds the updates of worker j applied at
+    An update applied as version a, after c earlier updates of its worker (applied before a),
+    read the weights after version r: it holds the updates of worker j applied at
     versions <= r (each counted after its weights were written), so it misses
     c - (worker j's updates applied by version r) of worker j's first c. Every update of the
     run must be given, warm-up included, since clocks count from the first.

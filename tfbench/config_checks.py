@@ -79,6 +79,7 @@ def check_data(c) -> None:
     classes = datasets.NUM_CLASSES[c.dataset]
     need(c.num_classes == classes, f"--dataset={c.dataset} has {classes} classes: set --num_classes={classes}")
     need(c.mode == "train", f"--dataset={c.dataset} is for convergence: it applies to --mode=train only")
+    need(c.data_format == "NHWC", f"--dataset={c.dataset} provides NHWC images; drop --data_format={c.data_format}")
     smallest = datasets.shard_size(c.dataset, c.num_workers)
     need(c.batch_size <= smallest, f"--batch_size={c.batch_size} is more than the {smallest} training images each of "
                                    f"the {c.num_workers} workers gets from {c.dataset}")

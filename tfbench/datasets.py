@@ -49,7 +49,7 @@ def _resized(images, image_size: int):
 
 
 def train_dataset(config, shard: int, num_shards: int, batch_size: int):
-    """An endless tf.data pipeline of shard `shard` (of `num_shards`), shuffled per epoch, in batches of `batch_size` (the last partial batch of an epoch dropped)."""
+    """An endless tf.data pipeline of shard `shard` (of `num_shards`), reshuffled every epoch, in full batches of `batch_size` (a batch may span two epochs)."""
     from tfbench.tf_import import tf
 
     x, y, _, _ = arrays(config.dataset, config.image_size)

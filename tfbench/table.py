@@ -55,7 +55,8 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     if coordinator.get("clock_staleness", {}).get("updates"):
         clock = coordinator["clock_staleness"]
         bound = coordinator.get("ps_staleness_bound", -1)
-        lines.append(f"clock staleness (another worker's updates among this worker's first c missing from its read): "
+        lines.append(f"clock staleness (another worker's updates among its first c missing from the read of an update "
+                     f"made after c of its own worker's): "
                      f"max {clock['max']}, mean {clock['mean']:.2f}; bound "
                      + (f"{bound}, {coordinator.get('bound_waits', 0)} closures waited" if bound >= 0 else "none"))
     split_line = time_split_line([t for t in tasks if t.get("time_split")])

@@ -78,8 +78,8 @@ def section(points: Sequence[Point]) -> List[str]:
     targets = {c.get("target_accuracy") for p in points for c in _dynamics(p, "convergence") if c}
     lines = ["", "## Synchronous vs asynchronous training", "",
              "Staleness: updates the ps applied between a worker's read and its own update (version counter "
-             "on the ps). Clock staleness: another worker's updates, among this worker's first c, missing from "
-             "the weights its c-th update read (stale-synchronous bound: at most s). Idleness: share of the "
+             "on the ps). Clock staleness: another worker's updates, among its first c, missing from the "
+             "weights read by an update made after c earlier updates of its worker (stale-synchronous bound: at most s). Idleness: share of the "
              "measured window a worker ran no closure of its own (mean over workers). Time to target: seconds "
              "of training from the measured window's start to the first held-out evaluation at or above "
              f"{', '.join(fmt(t, 2) for t in sorted(t for t in targets if t)) or 'the target'}.", "",

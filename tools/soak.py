@@ -175,10 +175,11 @@ def interrupted_sweep(root: str, before: Dict[str, Set], rng: random.Random) -> 
 def main(argv) -> int:
     root = FLAGS.dir or tempfile.mkdtemp(prefix="tfbench-soak-")
     os.makedirs(root, exist_ok=True)
-    slurm = start_slurm(root) if FLAGS.slurm else None
-    before = snapshot()  # the private Slurm's daemons and ports are there before and after
-    before["temp dirs"].add(os.path.basename(root))
+    slurm = None
     try:
+        slurm = start_slurm(root) if FLAGS.slurm else None
+        before = snapshot()  # the private Slurm's daemons and ports are there before and after
+        before["temp dirs"].add(os.path.basename(root))
         clean = soak_runs(root, before, FLAGS.runs)
         print(f"{clean}/{FLAGS.runs} runs left nothing behind")
         swept = interrupted_sweep(root, before, random.Random(FLAGS.seed))

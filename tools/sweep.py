@@ -127,7 +127,7 @@ def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout
     """
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_terminate_with_parent)
+                                start_new_session=True, preexec_fn=_terminate_with(os.getpid()))
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -138,11 +138,17 @@ def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout
             raise
 
 
-def _terminate_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the sweep dies (prctl PR_SET_PDEATHSIG)."""
-    import ctypes
+def _terminate_with(parent: int):
+    """For the child, before exec: SIGTERM when the sweep dies (prctl PR_SET_PDEATHSIG); a sweep
+    that died before that was set ends the child at once."""
+    def preexec() -> None:
+        import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -83,7 +83,7 @@ class LocalLauncher(Launcher):
                                    f"will once their processes are gone")
 
     def record(self) -> dict:
-        return {"grpc_isolation": self.isolation} if self.isolation else {}
+        return {**super().record(), **({"grpc_isolation": self.isolation} if self.isolation else {})}
 
     def port_task(self, spec: TaskSpec) -> Optional[TaskSpec]:
         return spec if spec.port and is_local(spec.host) else None
