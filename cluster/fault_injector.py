@@ -66,6 +66,15 @@ class FaultInjector:
         return (self.killed(task) and self.config.strategy == "parameter_server" and task.startswith("worker_")
                 and "restarted_wall" not in self.applied[task])
 
+    def restarts_cluster(self, task: str) -> bool:
+        """A killed all-reduce worker with checkpoints: every task starts again and restores."""
+        return (self.killed(task) and self.config.strategy == "multi_worker_mirrored"
+                and self.config.checkpoint_every > 0 and "cluster_restarted_wall" not in self.applied[task])
+
+    def cluster_restarted(self, task: str) -> None:
+        self.applied[task]["cluster_restarted_wall"] = time.time()
+        self.message(f"tfbench: fault: {task} killed; restarting every task from the last checkpoint")
+
     def restarted(self, task: str, pid: int) -> None:
         self.applied[task].update(restarted_wall=time.time(), restarted_pid=pid)
         self.message(f"tfbench: fault: restarted {task} at its address (pid {pid})")

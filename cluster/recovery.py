@@ -30,6 +30,18 @@ def _rate(steps, start: float, end: Optional[float]) -> Optional[float]:
     return sum(s[3] for s in steps if start < s[1] <= end) / (end - start)
 
 
+def _resumed(fault: dict, task_records: Sequence[dict], steps) -> Dict:
+    """A cluster restarted from its last checkpoint: the step it resumed from, the steps it had
+    to do again, and the time from the fault to the first measured step after the restart."""
+    restored = max([int(r.get("restored_from_step") or 0) for r in task_records if r.get("kind") == "task"] or [0])
+    warmup = max([int(r.get("num_warmup_steps") or 0) for r in task_records if r.get("kind") == "task"] or [0])
+    resumed = min(s[0] for s in steps) if steps else None
+    return {"task": fault["task"], "kind": fault["kind"], "recovered_by": "every task restarted from the last checkpoint",
+            "restored_from_step": restored,
+            "steps_redone": max(0, warmup + int(fault["applied_at_measured_step"]) - restored),
+            "time_to_resume_s": resumed - fault["wall"] if resumed is not None else None}
+
+
 def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
     """One entry per restarted fault; [] when the run has no worker step times."""
     steps = _ends(task_records)
@@ -37,7 +49,7 @@ def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
     if not steps:
         return []
     first, last = min(s[0] for s in steps), steps[-1][1]
-    out = []
+    out = [_resumed(fault, task_records, steps) for fault in faults if "cluster_restarted_wall" in fault]
     for fault in faults:
         if "restarted_wall" not in fault:
             continue

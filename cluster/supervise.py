@@ -104,12 +104,17 @@ def _run_attempts(plan, run, config, launcher, monitor, caught, status) -> Tuple
     Returns the final attempt's ending, how many records results.jsonl held before it (only that
     attempt's task records count) and the attempt itself."""
     deadline = time.monotonic() + config.deadline if config.deadline > 0 else None
-    attempt = 1
+    faults = FaultInjector(faults_lib.parse(config.fault), config, run.path, status.message) if config.fault else None
+    attempt, starts = 1, 0
     while True:
         plan = launcher.free_ports(plan, status.message)
         first_record = len(records.read(run.results))
-        started = _Attempt(plan, run, config, launcher, monitor, caught, status, deadline)
-        ending = started.run(attempt == 1)
+        started = _Attempt(plan, run, config, launcher, monitor, caught, status, deadline, faults)
+        ending = started.run(starts == 0)
+        starts += 1
+        if ending.kind == "restart":  # a fault the run recovers from by starting every task again
+            faults.cluster_restarted(ending.failed_task)
+            continue
         if ending.kind != "retry":
             return ending, first_record, started
         if attempt == MAX_ATTEMPTS:
@@ -134,7 +139,7 @@ class _Process:
 class _Attempt:
     """One start of every process of the plan, watched until the run ends, then torn down."""
 
-    def __init__(self, plan, run, config, launcher, monitor, caught, status, deadline):
+    def __init__(self, plan, run, config, launcher, monitor, caught, status, deadline, faults=None):
         self.plan, self.run_dir, self.config = plan, run, config
         self.launcher, self.monitor, self.caught, self.status = launcher, monitor, caught, status
         self.deadline = deadline
@@ -149,8 +154,7 @@ class _Attempt:
         self.ready = False
         self.started_at = time.monotonic()
         self.stragglers: List[Straggler] = []
-        self.faults = FaultInjector(faults_lib.parse(config.fault), config, run.path, status.message) \
-            if config.fault else None
+        self.faults: Optional[FaultInjector] = faults  # shared by the attempts: each fault applies once
 
     def run(self, first: bool) -> Ending:
         """Service tasks still serving after a successful run get the longer grace period."""
@@ -261,6 +265,9 @@ class _Attempt:
             code = p.popen.poll()
             if code is None:
                 continue
+            if code != 0 and self.faults is not None and self.faults.restarts_cluster(p.unit.name):
+                return Ending("restart", p.unit.name, f"{p.unit.name} killed by --fault: every task restarts "
+                                                      f"from the last checkpoint")
             if code != 0 and self.faults is not None and self.faults.restarts(p.unit.name):
                 failed = self._restart(p)
                 if failed:

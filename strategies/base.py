@@ -196,12 +196,18 @@ class SyncAdapter(StrategyAdapter):
         """Hook: e.g. Horovod broadcasts rank 0's initial variables here."""
 
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
+        from strategies import checkpoints
+
         step = self.setup()
         probe = placement.PlacementProbe()
-        hooks = self.evaluation(profiler)
+        saver = checkpoints.make(self, getattr(self, "run_dir", None))
+        first = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
+        hooks = benchmark.StepHooks(self.evaluation(profiler), saver) if saver else self.evaluation(profiler)
         with self.device_scope():
-            timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe)
+            timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe, first_step=first)
         extra = dict(self.summary())
+        if saver:
+            extra.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=first)
         if getattr(self, "evaluator", None) is not None:
             extra["convergence"] = self.evaluator.summary()
             self.evaluator.close()

@@ -61,3 +61,32 @@ def test_a_hung_worker_stalls_the_run_and_is_still_torn_down(logdir):
     failed = failed_mwms_run(logdir, "fault_hang", "worker_0:hang@2", 8)
     assert "stall timeout" in failed["reason"] and failed["faults"][0]["signal"] == "SIGSTOP"
     # the logdir fixture asserts that no process of the run is left (a stopped one included)
+
+
+@pytest.mark.slow
+def test_a_killed_parameter_server_ends_the_run_naming_it(logdir):
+    proc = run_cli(*TINY, f"--logdir={logdir}", "--run_id=fault_ps0", *PS, "--num_steps=200",
+                   "--fault=ps_0:kill@3", "--stall_timeout=60")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (failed,) = [r for r in records(f"{logdir}/fault_ps0") if r["kind"] == "cluster"]
+    assert failed["failed_task"] == "ps_0" and "(--fault kill after measured step" in failed["reason"]
+
+
+@pytest.mark.slow
+def test_a_killed_all_reduce_worker_restarts_every_task_from_the_last_checkpoint(logdir):
+    out, run = run_tiny(logdir, "fault_ckpt", "--strategy=multi_worker_mirrored", "--num_workers=2",
+                        "--image_size=32", "--batch_size=16", "--num_steps=200", "--checkpoint_every=50",
+                        "--fault=worker_1:kill@60")
+    record = cluster_record(run)
+    (fault,) = record["faults"]
+    assert fault["cluster_restarted_wall"] >= fault["wall"]
+    (recovery,) = record["recovery"]
+    restored = recovery["restored_from_step"]  # the last checkpoint before the kill (2 warm-up steps)
+    assert restored % 50 == 0 and 50 <= restored <= 2 + fault["applied_at_measured_step"]
+    assert recovery["steps_redone"] == 2 + fault["applied_at_measured_step"] - restored
+    assert recovery["time_to_resume_s"] > 0
+    workers = [r for r in records(run) if r["kind"] == "task"]
+    assert {r["restored_from_step"] for r in workers} == {restored}
+    # measured after the restore: every step from the restored one on, less the re-traced first
+    assert all(r["num_measured_steps"] == 202 - restored - 1 for r in workers)
+    assert "every task restarted from the last checkpoint" in out

@@ -206,3 +206,25 @@ def test_cli_prints_the_table_and_rejects_missing_dirs(built, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tools.report", str(tmp_path / "missing")], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no such directory" in proc.stderr
+
+
+def test_recovery_and_convergence_sections_come_from_the_cluster_records():
+    from tools import convergence_report, recovery_report
+    from tools.aggregate import Point
+    from tools.runs import Run
+
+    config = {"strategy": "parameter_server", "num_workers": 2, "ps_staleness_bound": 1, "run_id": "r"}
+    cluster = {"status": "ok", "images_per_sec": 100.0, "updates": 40, "updates_per_sec": 20.0,
+               "staleness": {"max": 2, "mean": 0.5}, "clock_staleness": {"max": 1}, "idleness": {"worker_0": 0.2},
+               "convergence": {"final_accuracy": 0.91, "target_accuracy": 0.9, "reached": True,
+                               "time_to_accuracy_s": 3.0, "updates_to_accuracy": 30, "points": []},
+               "faults": [{"task": "worker_1", "applied_at_measured_step": 5}],
+               "recovery": [{"task": "worker_1", "kind": "kill", "time_to_ready_s": 4.0, "time_to_first_update_s": 5.0,
+                             "images_per_sec_before": 700.0, "images_per_sec_during": 300.0,
+                             "images_per_sec_after": 650.0, "closure_results_lost": 1, "updates_without_result": 2}]}
+    point = Point(config=config, runs=[Run("/x/r", config, cluster, [])])
+    (row,) = [line for line in "\n".join(convergence_report.section([point])).splitlines()
+              if line.startswith("| PS bounded s=1 ")]
+    assert "| 0.910 | 3.0 (1/1) | 30 |" in row and "| 2.0 | 0.50 | 1.0 | 0.20 |" in row
+    (row,) = [line for line in "\n".join(recovery_report.section([point])).splitlines() if line.startswith("| r ")]
+    assert "worker_1 kill after step 5 | 4.0 | 5.0 | 700 | 300 | 650 | 1 | 2 |" in row

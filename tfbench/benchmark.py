@@ -88,28 +88,31 @@ class StepHooks:
 
 def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] = None,
               hooks=None,
-              first_warmup: Optional[Callable[[Callable[[], object]], object]] = None) -> List[StepTiming]:
+              first_warmup: Optional[Callable[[Callable[[], object]], object]] = None,
+              first_step: int = 0) -> List[StepTiming]:
     """Runs warm-up + measured steps; returns the measured steps' timings only.
 
     `hooks` (a Profiler, StepHooks) get before(i) and after(i) around step i, outside its timing.
     `step` must return only once its result is materialised on the host (e.g. `.numpy()`).
     `first_warmup(step)`, if given, runs the first warm-up step instead (e.g. with run metadata
-    on, to see where ops were placed); it is never used on a measured step.
+    on, to see where ops were placed); it is never used on a measured step. `first_step` > 0
+    resumes after a restore: steps before it are done, and the first one run traces the step
+    again, so it is never measured either.
     """
     measured: List[StepTiming] = []
-    for i in range(config.total_steps):
+    for i in range(first_step, config.total_steps):
         if hooks:
             hooks.before(i)
         start_wall = time.time()
         t0 = time.perf_counter()
-        if i == 0 and first_warmup is not None and config.num_warmup_steps > 0:
+        if i == first_step and first_warmup is not None and config.num_warmup_steps > first_step:
             first_warmup(step)
         else:
             step()
         timing = StepTiming(start_wall, time.perf_counter() - t0)
         if hooks:
             hooks.after(i)
-        is_measured = i >= config.num_warmup_steps
+        is_measured = i >= config.num_warmup_steps and not (first_step and i == first_step)
         if is_measured:
             measured.append(timing)
         if reporter:

@@ -126,6 +126,7 @@ class RunConfig:
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
     straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
     fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.faults)
+    checkpoint_every: int = 0  # multi_worker_mirrored: save every K steps; a killed worker restarts all from it
     ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
     # Data and convergence.
     dataset: str = "synthetic"  # or a real dataset of tfbench.datasets, evaluated on its held-out part
@@ -271,6 +272,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
         config_checks.check_straggler(c)
     if c.fault:
         config_checks.check_faults(c)
+    config_checks.check_checkpoints(c)
     config_checks.check_staleness_bound(c)
     config_checks.check_data(c)
 

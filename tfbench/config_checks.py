@@ -54,6 +54,18 @@ def check_faults(c) -> None:
     need(len(set(names)) == len(names), "--fault: at most one fault per task")
 
 
+def check_checkpoints(c) -> None:
+    """--checkpoint_every: what a restarted all-reduce cluster resumes from."""
+    if not c.checkpoint_every:
+        return
+    need(c.checkpoint_every > 0, f"--checkpoint_every must be 0 (none) or positive steps, got {c.checkpoint_every}")
+    need(c.strategy == "multi_worker_mirrored", "--checkpoint_every applies to --strategy=multi_worker_mirrored only "
+                                                "(a killed parameter-server worker restarts without one)")
+    need(c.mode == "train", "--checkpoint_every applies to --mode=train only")
+    need(c.checkpoint_every < c.total_steps, f"--checkpoint_every={c.checkpoint_every} saves nothing in a run of "
+                                             f"{c.total_steps} steps")
+
+
 def check_staleness_bound(c) -> None:
     """--ps_staleness_bound: stale-synchronous parallel between async and sync parameter servers."""
     if c.ps_staleness_bound == -1:

@@ -119,6 +119,11 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
 
 def recovery_line(entry: Dict) -> str:
     """The run table's line about one recovery (cluster.recovery)."""
+    if entry.get("recovered_by"):
+        resumed = entry.get("time_to_resume_s")
+        return (f"recovery of {entry['task']} ({entry['kind']}): {entry['recovered_by']} (step "
+                f"{entry['restored_from_step']}), {entry['steps_redone']} step(s) done again, measuring again "
+                + (f"{resumed:.1f} s after the fault" if resumed is not None else "never"))
     def fmt(key, unit="", digits=1):
         value = entry.get(key)
         return f"{value:.{digits}f}{unit}" if isinstance(value, (int, float)) else "n/a"

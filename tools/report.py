@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from tfbench import usage
-from tools import aggregate, convergence_report, network_plots, plots, results_csv, summary
+from tools import aggregate, convergence_report, network_plots, plots, recovery_report, results_csv, summary
 from tools.runs import Run, find_runs, read_monitor
 from tools.sweep_state import FAILED, find_sweep
 
@@ -53,7 +53,7 @@ def build(root: str, out: Optional[str] = None) -> Report:
     sweep = find_sweep(root)
     notes = (sweep.read_spec() or {}).get("notes", []) if sweep else []
     markdown = summary.render(title, points, failures, comparisons, written, num_runs=len(runs), notes=notes,
-                              sections=convergence_report.section(points))
+                              sections=convergence_report.section(points) + recovery_report.section(points))
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(markdown)
     return Report(out=out, markdown=markdown, runs=runs, points=points, failures=failures)
