@@ -67,9 +67,13 @@ class FaultInjector:
                 and "restarted_wall" not in self.applied[task])
 
     def restarts_cluster(self, task: str) -> bool:
-        """A killed all-reduce worker with checkpoints: every task starts again and restores."""
-        return (self.killed(task) and self.config.strategy == "multi_worker_mirrored"
-                and self.config.checkpoint_every > 0 and "cluster_restarted_wall" not in self.applied[task])
+        """A killed task the run survives only by starting every task again from the last
+        checkpoint: an all-reduce worker, a parameter server or the coordinator (not a
+        parameter-server worker, which restarts alone)."""
+        all_reduce = self.config.strategy == "multi_worker_mirrored"
+        ps_side = self.config.strategy == "parameter_server" and not task.startswith("worker_")
+        return (self.killed(task) and (all_reduce or ps_side) and self.config.checkpoint_every > 0
+                and "cluster_restarted_wall" not in self.applied[task])
 
     def cluster_restarted(self, task: str) -> None:
         self.applied[task]["cluster_restarted_wall"] = time.time()

@@ -1,10 +1,11 @@
-"""Checkpoints for restarting a multi-worker all-reduce run after a fault (--checkpoint_every).
+"""Checkpoints for restarting a run after a fault (--checkpoint_every).
 
-Every K steps each worker saves the model and optimizer (MultiWorkerMirroredStrategy wants every
-worker to save; worker 0 writes the run's checkpoints/, the others a private directory removed
-afterwards). When the launcher restarts the cluster after a killed worker, every worker restores
-the latest checkpoint before its first step and carries on from the step it holds; the first
-step after a restore traces the step function again, so it counts as warm-up, not as measured.
+Every K steps the model and optimizer are saved: under MultiWorkerMirroredStrategy by every worker
+(as it wants; worker 0 writes the run's checkpoints/, the others a private directory removed
+afterwards), under ParameterServerStrategy by the coordinator, which reads the ps' variables.
+When the launcher restarts the cluster after a killed task, every task that trains restores the
+latest checkpoint before its first step and carries on from the step it holds; the first step
+after a restore traces the step function again, so it counts as warm-up, not as measured.
 """
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ class Checkpoints:
         pass
 
     def after(self, i: int) -> None:
-        """After step i (0-based): every K steps, not after the last."""
+        """After step i (0-based): every K steps, while a restore from it would leave a step to
+        measure (the first step after a restore is not measured)."""
         done = i + 1
-        if done % self.every == 0 and done < self.total:
+        if done % self.every == 0 and done < self.total - 1:
             self.manager.save(checkpoint_number=done)
             if not self.chief:
                 shutil.rmtree(self.own, ignore_errors=True)  # only the chief's copy is kept

@@ -153,14 +153,19 @@ class ParameterServerAdapter(StrategyAdapter):
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
-        from strategies import ps_async
+        from strategies import checkpoints, ps_async
+        from tfbench import benchmark
 
         self.build_model()
         self.initial_weights = self.weights()
         iterator = self._dataset()
         self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
         self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
-        hooks = self._hooks(profiler)
+        saver = checkpoints.make(self, getattr(self, "run_dir", None))
+        self.first_step = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
+        # the first step after a restore traces again: it is not measured
+        self.first_measured = max(self.config.num_warmup_steps, self.first_step + 1 if self.first_step else 0)
+        hooks = benchmark.StepHooks(self._hooks(profiler), saver) if saver else self._hooks(profiler)
         if self.sync:
             from strategies.ps_sync import SyncOnPs
 
@@ -171,8 +176,8 @@ class ParameterServerAdapter(StrategyAdapter):
         else:
             self.worker_step = ps_async.worker_step(self)
             loop = ps_async.run_bounded if self.config.ps_staleness_bound >= 0 else ps_async.run_rounds
-            warm, last = self.config.num_warmup_steps, self.config.total_steps
-            self.warmup_updates, _ = loop(self, iterator, self.worker_step, hooks, 0, warm)
+            first, warm, last = self.first_step, self.first_measured, self.config.total_steps
+            self.warmup_updates, _ = loop(self, iterator, self.worker_step, hooks, first, warm)
             self._measuring()
             closures, coordinator_steps = loop(self, iterator, self.worker_step, hooks, warm, last)
         self.pulls = self._pull_probe(iterator) if self.config.mode == "train" else []
@@ -197,7 +202,7 @@ class ParameterServerAdapter(StrategyAdapter):
         """A round of N closures (a global step, or N asynchronous updates) was fetched."""
         self.shards_used.append(sorted(r["worker"] for r in results))
         if self.reporter:
-            self.reporter.step_done(i, timing, i >= self.config.num_warmup_steps)
+            self.reporter.step_done(i, timing, i >= self.first_measured)
 
     def _pull_probe(self, iterator, per_worker: int = 3) -> List[dict]:
         """After the measured window: closures that only pull the weights (3 per worker)."""
@@ -221,14 +226,14 @@ class ParameterServerAdapter(StrategyAdapter):
         closures, coordinator_steps = [], []
         self.waits: Dict[int, List[float]] = collections.defaultdict(list)
         self.skipped, self.apply_s = 0, []
-        for i in range(config.total_steps):
-            if i == config.num_warmup_steps:
+        for i in range(self.first_step, config.total_steps):
+            if i == self.first_measured:
                 self._measuring()
             if hooks:
                 hooks.before(i)
             step = self.sync_step.run_step(iterator, i)
             timing = StepTiming(step.start_wall, step.duration_s)
-            measured = i >= config.num_warmup_steps
+            measured = i >= self.first_measured
             if measured:
                 closures += step.closures
                 coordinator_steps.append(timing)
@@ -258,6 +263,8 @@ class ParameterServerAdapter(StrategyAdapter):
         stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
         base = dict(self.summary(), ps_sync=sync, num_ps=len(self.plan.cluster_spec.get("ps", [])),
                     ps_staleness_bound=self.config.ps_staleness_bound)
+        if self.config.checkpoint_every:
+            base.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=self.first_step)
         last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
         window_s = last_global_end - coordinator_steps[0].start_wall
         out = []

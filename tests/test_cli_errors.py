@@ -45,7 +45,7 @@ BAD_INPUTS = [
      "at most one fault per task"),
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--fault=worker_1:kill@1", "--straggler=worker_1:2"],
      "also the straggler"),
-    (["--checkpoint_every=2"], "--checkpoint_every applies to --strategy=multi_worker_mirrored only"),
+    (["--checkpoint_every=2"], "--checkpoint_every applies to --strategy=multi_worker_mirrored or parameter_server"),
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--checkpoint_every=-1"], "must be 0 (none) or positive"),
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--num_steps=3", "--num_warmup_steps=1",
       "--checkpoint_every=9"], "saves nothing in a run of 4 steps"),

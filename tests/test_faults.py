@@ -73,10 +73,11 @@ def test_a_killed_parameter_server_ends_the_run_naming_it(logdir):
 
 
 @pytest.mark.slow
-def test_a_killed_all_reduce_worker_restarts_every_task_from_the_last_checkpoint(logdir):
-    out, run = run_tiny(logdir, "fault_ckpt", "--strategy=multi_worker_mirrored", "--num_workers=2",
+@pytest.mark.parametrize("strategy,task", [("multi_worker_mirrored", "worker_1"), ("parameter_server", "ps_0")])
+def test_a_killed_task_restarts_every_task_from_the_last_checkpoint(logdir, strategy, task):
+    out, run = run_tiny(logdir, "fault_ckpt", f"--strategy={strategy}", "--num_workers=2",
                         "--image_size=32", "--batch_size=16", "--num_steps=200", "--checkpoint_every=50",
-                        "--fault=worker_1:kill@60")
+                        f"--fault={task}:kill@60")
     record = cluster_record(run)
     (fault,) = record["faults"]
     assert fault["cluster_restarted_wall"] >= fault["wall"]
@@ -85,8 +86,9 @@ def test_a_killed_all_reduce_worker_restarts_every_task_from_the_last_checkpoint
     assert restored % 50 == 0 and 50 <= restored <= 2 + fault["applied_at_measured_step"]
     assert recovery["steps_redone"] == 2 + fault["applied_at_measured_step"] - restored
     assert recovery["time_to_resume_s"] > 0
-    workers = [r for r in records(run) if r["kind"] == "task"]
-    assert {r["restored_from_step"] for r in workers} == {restored}
+    tasks = [r for r in records(run) if r["kind"] == "task"]
+    trained = [r for r in tasks if r.get("cluster_steps")] or tasks  # PS: the coordinator's rounds
+    assert {r["restored_from_step"] for r in trained} == {restored}
     # measured after the restore: every step from the restored one on, less the re-traced first
-    assert all(r["num_measured_steps"] == 202 - restored - 1 for r in workers)
+    assert all(r["num_measured_steps"] == 202 - restored - 1 for r in trained)
     assert "every task restarted from the last checkpoint" in out

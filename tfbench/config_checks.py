@@ -59,8 +59,8 @@ def check_checkpoints(c) -> None:
     if not c.checkpoint_every:
         return
     need(c.checkpoint_every > 0, f"--checkpoint_every must be 0 (none) or positive steps, got {c.checkpoint_every}")
-    need(c.strategy == "multi_worker_mirrored", "--checkpoint_every applies to --strategy=multi_worker_mirrored only "
-                                                "(a killed parameter-server worker restarts without one)")
+    need(c.strategy in ("multi_worker_mirrored", "parameter_server"),
+         "--checkpoint_every applies to --strategy=multi_worker_mirrored or parameter_server only")
     need(c.mode == "train", "--checkpoint_every applies to --mode=train only")
     need(c.checkpoint_every < c.total_steps, f"--checkpoint_every={c.checkpoint_every} saves nothing in a run of "
                                              f"{c.total_steps} steps")

@@ -122,8 +122,8 @@ class Hook:
     def __init__(self, evaluator: Evaluator, counts: Callable[[], Tuple[int, int]]):
         self.evaluator, self.counts = evaluator, counts
 
-    def before(self, i: int) -> None:
-        if i == self.evaluator.config.num_warmup_steps and self.evaluator.start_wall is None:
+    def before(self, i: int) -> None:  # a run resumed from a checkpoint starts past the warm-up
+        if i >= self.evaluator.config.num_warmup_steps and self.evaluator.start_wall is None:
             self.evaluator.start(time.time(), *self.counts())
 
     def after(self, i: int) -> None:

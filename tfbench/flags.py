@@ -97,8 +97,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("string", "fault", "Faults the launcher injects: TASK:kill@STEP (SIGKILL) or TASK:hang@STEP (SIGSTOP) once "
                             "STEP measured steps are done, comma-separated; a killed parameter-server worker is "
                             "restarted and the recovery measured."),
-        ("integer", "checkpoint_every", "multi_worker_mirrored: save a checkpoint every this many steps; a worker "
-                                        "killed by --fault then restarts every task from the last one (0: never)."),
+        ("integer", "checkpoint_every", "multi_worker_mirrored, parameter_server: save a checkpoint every this many "
+                                        "steps; a worker (PS: a ps or the chief) killed by --fault then restarts every "
+                                        "task from the last one (0: never)."),
         ("string", "straggler", "TASK:FACTOR, e.g. worker_1:2.0: that task runs 1/FACTOR of the time (stopped and "
                                 "continued by the launcher), a straggler that costs no other task CPU."),
     )),
