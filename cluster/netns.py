@@ -149,6 +149,23 @@ def remove_run(key: str) -> List[str]:
     return left
 
 
+def open_run(run_path: str) -> str:
+    """The key of a starting run's namespaces, claimed for this process, after removing what dead
+    runs left behind."""
+    cleanup_stale()
+    key = run_key(run_path)
+    claim(key, run_path)
+    return key
+
+
+def close_run(key: str) -> None:
+    """Removes the run's namespaces; RuntimeError naming any that could not be removed."""
+    left = remove_run(key)
+    if left:
+        raise RuntimeError(f"could not remove namespaces {left}; `python -m cluster.netns --cleanup` "
+                           f"will once their processes are gone")
+
+
 def stale_keys() -> List[str]:
     """Runs with namespaces or an owner file whose owner process is gone."""
     keys = {key_of(n) for n in list_namespaces()}

@@ -33,9 +33,7 @@ def create(run: RunDir) -> Tuple[Optional[str], Optional[str], str]:
         return None, None, "not root: creating a network namespace needs CAP_SYS_ADMIN"
     from pyroute2 import NetNS, netns as pr_netns
 
-    netns.cleanup_stale()
-    key = netns.run_key(run.path)
-    netns.claim(key, run.path)
+    key = netns.open_run(run.path)
     name = netns.ns_name(key, "local")
     try:
         pr_netns.create(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 from strategies import placement
 from tfbench import benchmark, precision, startup, steps
@@ -167,18 +167,15 @@ class SyncAdapter(StrategyAdapter):
 
         return batch_for(self.config, self.config.batch_size, shard)
 
-    def evaluation(self, profiler=None):
-        """Step hooks: the profiler, and held-out evaluation on the task that evaluates."""
+    def evaluation_hook(self):
+        """Held-out evaluation between steps on the task that evaluates (None: no evaluation)."""
         from tfbench import convergence
 
-        evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
-                                     self.device) if self.evaluates else None
-        self.evaluator = evaluator
-        if evaluator is None:
-            return profiler
-        counts = lambda: (int(self.optimizer.iterations.numpy()),  # noqa: E731
-                          int(self.optimizer.iterations.numpy()) * self.global_batch_size)
-        return benchmark.StepHooks(profiler, convergence.Hook(evaluator, counts))
+        self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
+                                          self.device) if self.evaluates else None
+        if self.evaluator is None:
+            return None
+        return convergence.Hook(self.evaluator, lambda: int(self.optimizer.iterations.numpy()), self.global_batch_size)
 
     @property
     def evaluates(self) -> bool:
@@ -202,13 +199,13 @@ class SyncAdapter(StrategyAdapter):
         probe = placement.PlacementProbe()
         saver = checkpoints.make(self, getattr(self, "run_dir", None))
         first = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
-        hooks = benchmark.StepHooks(self.evaluation(profiler), saver) if saver else self.evaluation(profiler)
+        hooks = benchmark.StepHooks(profiler, self.evaluation_hook(), saver)
         with self.device_scope():
             timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe, first_step=first)
         extra = dict(self.summary())
         if saver:
             extra.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=first)
-        if getattr(self, "evaluator", None) is not None:
+        if self.evaluator is not None:
             extra["convergence"] = self.evaluator.summary()
             self.evaluator.close()
         extra["placement"] = probe.report(self.config, self.device, self.model.variables)

@@ -163,9 +163,8 @@ class ParameterServerAdapter(StrategyAdapter):
         self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
         saver = checkpoints.make(self, getattr(self, "run_dir", None))
         self.first_step = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
-        # the first step after a restore traces again: it is not measured
-        self.first_measured = max(self.config.num_warmup_steps, self.first_step + 1 if self.first_step else 0)
-        hooks = benchmark.StepHooks(self._hooks(profiler), saver) if saver else self._hooks(profiler)
+        self.first_measured = benchmark.first_measured_step(self.config, self.first_step)
+        hooks = benchmark.StepHooks(profiler, self._evaluation_hook(), saver)
         if self.sync:
             from strategies.ps_sync import SyncOnPs
 
@@ -185,18 +184,17 @@ class ParameterServerAdapter(StrategyAdapter):
             self.evaluator.close()
         return self._measurements(closures, coordinator_steps)
 
-    def _hooks(self, profiler):
-        """The profiler, and held-out evaluation on the coordinator (real data): it reads the
+    def _evaluation_hook(self):
+        """Held-out evaluation on the coordinator (real data; None otherwise): it reads the
         weights from the ps between rounds while asynchronous workers keep training."""
-        from tfbench import benchmark, convergence
+        from tfbench import convergence
 
         self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
                                           "/job:chief/replica:0/task:0/device:CPU:0", pauses_training=self.sync)
         if self.evaluator is None:
-            return profiler
-        per_update = self.config.batch_size * (self.num_workers if self.sync else 1)
-        counts = lambda: (self._iterations(), self._iterations() * per_update)  # noqa: E731
-        return benchmark.StepHooks(profiler, convergence.Hook(self.evaluator, counts))
+            return None
+        return convergence.Hook(self.evaluator, self._iterations,
+                                self.config.batch_size * (self.num_workers if self.sync else 1))
 
     def round_done(self, i: int, timing: StepTiming, results: List[dict]) -> None:
         """A round of N closures (a global step, or N asynchronous updates) was fetched."""

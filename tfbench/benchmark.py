@@ -86,6 +86,12 @@ class StepHooks:
             hook.after(i)
 
 
+def first_measured_step(config, first_step: int = 0) -> int:
+    """The first step timed: after the warm-up, and never the first step after a restore from a
+    checkpoint at `first_step` (it traces the step function again)."""
+    return max(config.num_warmup_steps, first_step + 1 if first_step else 0)
+
+
 def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] = None,
               hooks=None,
               first_warmup: Optional[Callable[[Callable[[], object]], object]] = None,
@@ -100,6 +106,7 @@ def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] =
     again, so it is never measured either.
     """
     measured: List[StepTiming] = []
+    first_measured = first_measured_step(config, first_step)
     for i in range(first_step, config.total_steps):
         if hooks:
             hooks.before(i)
@@ -112,7 +119,7 @@ def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] =
         timing = StepTiming(start_wall, time.perf_counter() - t0)
         if hooks:
             hooks.after(i)
-        is_measured = i >= config.num_warmup_steps and not (first_step and i == first_step)
+        is_measured = i >= first_measured
         if is_measured:
             measured.append(timing)
         if reporter:

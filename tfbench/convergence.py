@@ -117,10 +117,14 @@ def make(config, model, run, task_name: str, device: Optional[str] = None,
 class Hook:
     """Evaluates between steps of a timing loop (its before/after calls sit outside the timed
     region): the first point as the measured window starts, then on the --eval_every grid.
-    `counts()` gives (updates applied, images trained on) so far."""
+    `updates()` gives the updates applied so far; each trained on `images_per_update` images."""
 
-    def __init__(self, evaluator: Evaluator, counts: Callable[[], Tuple[int, int]]):
-        self.evaluator, self.counts = evaluator, counts
+    def __init__(self, evaluator: Evaluator, updates: Callable[[], int], images_per_update: int):
+        self.evaluator, self.updates, self.images_per_update = evaluator, updates, images_per_update
+
+    def counts(self) -> Tuple[int, int]:
+        updates = self.updates()
+        return updates, updates * self.images_per_update
 
     def before(self, i: int) -> None:  # a run resumed from a checkpoint starts past the warm-up
         if i >= self.evaluator.config.num_warmup_steps and self.evaluator.start_wall is None:

@@ -36,9 +36,7 @@ class EmulatedLauncher(Launcher):
         self.facts: dict = {"network": self.name}
 
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
-        netns.cleanup_stale()
-        self.key = netns.run_key(self.run.path)
-        netns.claim(self.key, self.run.path)
+        self.key = netns.open_run(self.run.path)
         names = list(dict.fromkeys(t.host for t in plan.tasks))
         self.net = links.plan_network(self.key, len(names), self.config.link_rate_bps, self.config.link_latency)
         links.build(self.net)
@@ -89,10 +87,7 @@ class EmulatedLauncher(Launcher):
             self.rendezvous.stop()
             self.rendezvous = None
         if self.key is not None:
-            left = netns.remove_run(self.key)
-            if left:
-                raise RuntimeError(f"could not remove namespaces {left}; `python -m cluster.netns --cleanup` "
-                                   f"will once their processes are gone")
+            netns.close_run(self.key)
 
     def record(self) -> dict:
         return dict(self.facts)
