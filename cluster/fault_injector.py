@@ -5,7 +5,9 @@ STEP measured steps, the fault's task gets SIGKILL (kill) or SIGSTOP (hang), sen
 process group when it has one to itself, else to its process. What follows depends on the
 strategy: a killed parameter-server worker is restarted with the same command (same address,
 same TF_CONFIG) and the coordinator, which re-runs the closures the worker lost, carries on; any
-other killed task ends the run as a failure that names the fault. A hung task stays stopped
+other killed task ends the run as a failure that names the fault, except a Horovod elastic rank:
+horovodrun's elastic driver drops it and starts it again itself, and the injector only notes when
+the new process reports ready (its rank joined the others). A hung task stays stopped
 until teardown continues it (a stopped process cannot act on SIGTERM).
 """
 from __future__ import annotations
@@ -83,9 +85,22 @@ class FaultInjector:
         self.applied[task].update(restarted_wall=time.time(), restarted_pid=pid)
         self.message(f"tfbench: fault: restarted {task} at its address (pid {pid})")
 
+    def rejoins(self, task: str) -> bool:
+        """A killed Horovod elastic rank, which horovodrun's driver starts again by itself."""
+        return self.killed(task) and self.config.strategy == "horovod" and self.config.horovod_elastic
+
     def watch_recovery(self) -> None:
-        """Notes when a restarted task reports ready again (its server is up)."""
+        """Notes when a restarted task reports ready again (its server is up, its rank joined)."""
         for task, entry in self.applied.items():
+            if self.rejoins(task) and "ready_wall" not in entry:
+                record = progress.read_progress(self.run_path, task)
+                if record and record.get("pid") not in (None, entry["pid"]) and progress.reached(record, "ready"):
+                    entry.update(restarted_pid=record["pid"], restarted_by="horovodrun's elastic driver",
+                                 ready_wall=float(record.get("time") or time.time()))
+                    entry["time_to_ready_s"] = entry["ready_wall"] - entry["wall"]
+                    self.message(f"tfbench: fault: {task} rejoined (pid {record['pid']}) "
+                                 f"{entry['time_to_ready_s']:.1f} s after its fault")
+                continue
             if "restarted_wall" in entry and "ready_wall" not in entry:
                 record = progress.read_progress(self.run_path, task)
                 if record and record.get("pid") == entry["restarted_pid"] and progress.reached(record, "ready"):

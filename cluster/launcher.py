@@ -33,7 +33,7 @@ def for_config(config: RunConfig, run: RunDir, *, command_for: Optional[TaskComm
         from cluster.launchers.emulated import EmulatedLauncher
 
         return EmulatedLauncher(run, config, command_for=command_for)
-    return LocalLauncher(run, command_for=command_for, group_command=group_command)
+    return LocalLauncher(run, command_for=command_for, group_command=group_command, config=config)
 
 
 def run(plan: ClusterPlan, run: RunDir, config: RunConfig, *,

@@ -4,8 +4,8 @@ The process joins network namespace NAME (setns), with --hostname also a UTS nam
 own whose hostname is H (the host's address: libraries that find their address by resolving
 the hostname, as Gloo does for Horovod's process sets, then find the host's and not
 127.0.0.1), and execs COMMAND, so the task keeps the pid, session
-and process group the launcher gave it, and sets PR_SET_PDEATHSIG itself after the exec as
-every task does. Only the standard library is used: this runs before every task of an emulated
+and process group the launcher gave it, with PR_SET_PDEATHSIG set (kept across the exec):
+a command that is not a task of ours (horovodrun) also ends when the launcher dies. Only the standard library is used: this runs before every task of an emulated
 run. run_in() does the same for one thread of the calling process (setns is per thread), e.g.
 to open a listening socket inside a namespace.
 """
@@ -84,8 +84,19 @@ def main(argv) -> int:
     except OSError as e:
         print(f"tfbench: cannot enter emulated host {argv[0]}: {e}", file=sys.stderr, flush=True)
         return 1
+    die_with_parent()
     os.execvp(argv[2], argv[2:])
     return 1  # not reached
+
+
+def die_with_parent() -> None:
+    """SIGTERM when the launcher dies, even by SIGKILL; it outlives the exec, so a command that
+    starts processes of its own (horovodrun) is told to stop them too."""
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the launcher died before the request was made
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """What a run did about its injected faults (--fault), read off the workers' own step times.
 
+A Horovod elastic rank killed: how soon the others went on without it, how long the cluster ran
+no step, when the rank joined again and images/sec before, while it was out and after
+(_rejoined, from the global steps merged by number, tfbench.elastic_steps).
+
 For each killed task that was restarted (a parameter-server worker): the time until it reported
 ready again and until it finished an update again, and the cluster's images/sec before the fault,
 while the task was down (fault to ready) and after, each counted from the updates (or gradient
@@ -12,6 +16,8 @@ result coming back (lost results, closures run again after their update had land
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from tfbench import elastic_steps
 
 
 def _ends(task_records: Sequence[dict]) -> List[Tuple[float, float, str, int]]:
@@ -44,6 +50,8 @@ def _resumed(fault: dict, task_records: Sequence[dict], steps) -> Dict:
 
 def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
     """One entry per restarted fault; [] when the run has no worker step times."""
+    if elastic_steps.applies(task_records):
+        return [_rejoined(f, task_records) for f in faults if f["kind"] == "kill" and "error" not in f]
     steps = _ends(task_records)
     coordinator = next((r for r in task_records if r.get("cluster_steps")), {})
     if not steps:
@@ -72,3 +80,39 @@ def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
                              "accumulators: that one update may then hold more than one gradient from the worker")
         out.append(entry)
     return out
+
+
+def _rejoined(fault: dict, task_records: Sequence[dict]) -> Dict:
+    """A killed Horovod elastic rank: the others' first step without it, the time no step ran
+    after the fault (rolling back, rendezvous, waiting for the restarted rank), its return and
+    images/sec per phase: window start to the fault, the fault to the first step with every rank
+    again, then to the window's end."""
+    steps = elastic_steps.merged(task_records)
+    down = fault["wall"]
+    entry = {"task": fault["task"], "kind": fault["kind"], "rejoined_by": "horovodrun's elastic driver",
+             "time_to_ready_s": fault.get("time_to_ready_s"),
+             "phases": "by global step end time: window start to the fault, the fault to the first step with every "
+                       "rank again, then to the window's end"}
+    if not steps:
+        return entry
+    full = max(s.ranks for s in steps)
+    after = [s for s in steps if s.start >= down]
+    back = next((s for s in after if s.ranks == full), None)
+    gaps = [b.start - a.end for a, b in zip(after, after[1:])]
+    resets = max([len(r.get("elastic_resets") or []) for r in task_records if r.get("kind") == "task"] or [0])
+    entry.update(
+        time_to_continue_s=after[0].end - down if after and after[0].ranks < full else None,
+        steps_with_fewer_ranks=sum(1 for s in after if s.ranks < full), fewest_ranks=min(s.ranks for s in steps),
+        time_without_steps_s=((after[0].start - down) + sum(g for g in gaps if g > 0)) if after else None,
+        time_to_first_update_s=back.end - down if back is not None else None,
+        images_per_sec_before=_images_rate(steps, steps[0].start, down),
+        images_per_sec_during=_images_rate(steps, down, back.start if back is not None else steps[-1].end),
+        images_per_sec_after=_images_rate(steps, back.start, steps[-1].end) if back is not None else None,
+        resets=resets)
+    return entry
+
+
+def _images_rate(steps, start: float, end: float) -> Optional[float]:
+    if end <= start:
+        return None
+    return sum(s.images for s in steps if start < s.end <= end) / (end - start)

@@ -34,6 +34,8 @@ class HorovodAdapter(SyncAdapter):
         return 1
 
     def after_build(self) -> None:
+        if self.config.horovod_elastic:
+            return  # hvd.elastic.run broadcasts rank 0's state before its first step (a rank joining late too)
         variables = list(self.model.variables)
         if self.config.mode == "train":
             variables += list(self.optimizer.variables())
@@ -77,8 +79,23 @@ class HorovodAdapter(SyncAdapter):
     def evaluates(self) -> bool:
         return self.hvd.rank() == 0
 
+    def run(self, reporter=None, profiler=None):
+        if not self.config.horovod_elastic:
+            return super().run(reporter, profiler)
+        from strategies import horovod_elastic
+        from strategies.base import Measurement
+
+        step = self.setup()
+        log = horovod_elastic.run_steps(self, step, reporter, profiler)
+        most = max(log.ranks, default=self.hvd.size())  # ranks vary: the most that stepped together
+        extra = dict(self.summary(), **log.summary(), replicas=most, global_batch_size=most * self.config.batch_size,
+                     step_definition="this rank's step: train step and the elastic state's commit (model, optimizer "
+                                     "and step number copied, host changes checked), start to commit done")
+        return [Measurement(self.task.role, self.task.index, self.config.batch_size, log.timings, extra)]
+
     def summary(self):
         out = super().summary()
         out["horovod_fp16_allreduce"] = self.config.horovod_fp16_allreduce
+        out["horovod_elastic"] = self.config.horovod_elastic
         out["horovod_rank"] = self.hvd.rank()
         return out

@@ -31,13 +31,17 @@ class Reporter:
     def phase(self, phase: str, step: int = 0) -> None:
         progress.write_progress(self.run_dir, self.task_name, phase, step, self.total)
 
+    def step_axis(self, wall: float) -> int:
+        """The run's shared TensorBoard step axis (ms since the run started) at `wall`."""
+        return timeline.step_ms(self.origin, wall)
+
     def step_done(self, i: int, timing: StepTiming, measured: bool) -> None:
         c = self.config
         if measured:
             end = timing.start_wall + timing.duration_s
             self.events.scalars({"perf/step_time_ms": timing.duration_s * 1e3,
                                  "perf/images_per_sec": self.images_per_step / timing.duration_s},
-                                step=timeline.step_ms(self.origin, end), wall_time=end)
+                                step=self.step_axis(end), wall_time=end)
         self.phase("measure" if measured else "warmup", i + 1)
         if (i + 1) % c.display_every == 0 or i + 1 == self.total:
             label = "measured" if measured else "warm-up"

@@ -44,6 +44,8 @@ def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
     if config.strategy == "horovod":
         check_horovod()
+    if config.horovod_elastic:
+        check_elastic_root()
     if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
         check_slurm()
     if config.network == "emulated":
@@ -61,6 +63,12 @@ def check_horovod() -> None:
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if importlib.util.find_spec("horovod") is None or not os.path.exists(horovodrun):
         raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
+
+
+def check_elastic_root() -> None:
+    if os.geteuid() != 0:
+        raise ConfigError("--horovod_elastic needs root: each rank gets a loopback address of its own in a private "
+                          "network namespace (README: Faults and recovery)")
 
 
 def check_slurm() -> None:
@@ -118,7 +126,13 @@ def dry_run(config, plan) -> int:
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
     where = "slurm" if config.launcher == "slurm" else config.network
-    print(dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run), where))
+    text = dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run, config),
+                              where)
+    if config.horovod_elastic:
+        from cluster import horovod_elastic
+
+        text += "\n" + horovod_elastic.describe(len(plan.workers))
+    print(text)
     return 0
 
 

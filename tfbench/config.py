@@ -102,6 +102,8 @@ class RunConfig:
     all_reduce: str = "auto"
     num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
     horovod_fp16_allreduce: bool = False
+    horovod_elastic: bool = False  # horovodrun's elastic driver: ranks may leave and rejoin (strategies.horovod_elastic)
+    horovod_min_workers: int = 0  # elastic: fewest ranks the run goes on with; 0: 1
     # Placement.
     placement: str = "soft"
     device: str = "cpu"
@@ -275,6 +277,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     config_checks.check_checkpoints(c)
     config_checks.check_staleness_bound(c)
     config_checks.check_data(c)
+    config_checks.check_elastic(c)
 
     # Network.
     need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")

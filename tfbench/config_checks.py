@@ -95,3 +95,20 @@ def check_data(c) -> None:
     smallest = datasets.shard_size(c.dataset, c.num_workers)
     need(c.batch_size <= smallest, f"--batch_size={c.batch_size} is more than the {smallest} training images each of "
                                    f"the {c.num_workers} workers gets from {c.dataset}")
+
+
+def check_elastic(c) -> None:
+    """--horovod_elastic: horovodrun's elastic driver starts, drops and re-adds the ranks itself."""
+    need(c.horovod_elastic or not c.horovod_min_workers, "--horovod_min_workers applies to --horovod_elastic only")
+    if not c.horovod_elastic:
+        return
+    need(c.strategy == "horovod", "--horovod_elastic applies to --strategy=horovod only")
+    need(c.launcher == "local" and c.network == "local",
+         "--horovod_elastic runs with --network=local only: on emulated hosts and on Slurm the ranks are started "
+         "by tfbench or srun, not by horovodrun's elastic driver")
+    need(c.num_workers >= 2, "--horovod_elastic needs --num_workers=2 or more: one rank has nothing to go on without")
+    need(0 <= c.horovod_min_workers < c.num_workers,
+         f"--horovod_min_workers must be 1..{c.num_workers - 1} (fewer than --num_workers), got {c.horovod_min_workers}")
+    need(c.mode == "train", "--horovod_elastic applies to --mode=train only: forward passes have no state to commit")
+    need(c.dataset == "synthetic", "--horovod_elastic runs on synthetic data: a dataset's shards would change with "
+                                   "the number of ranks")

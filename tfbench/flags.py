@@ -52,6 +52,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "num_local_devices",
          "mirrored: replicas on this task; on CPU the CPU is split into that many logical devices."),
         ("boolean", "horovod_fp16_allreduce", "Horovod: compress gradients to fp16."),
+        ("boolean", "horovod_elastic", "Horovod, local: horovodrun's elastic mode; state is committed every step, a "
+                                       "rank that dies is dropped and the rest go on, and it rejoins when restarted."),
+        ("integer", "horovod_min_workers", "Horovod elastic: fewest ranks the run goes on with (0: 1)."),
         ("list", "hosts", "Comma-separated hosts; tasks are spread over them round-robin."),
         ("integer", "base_port", "First port per host; 0: free ports picked on this machine."),
     )),
@@ -96,7 +99,7 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("list", "profile_steps", "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of."),
         ("string", "fault", "Faults the launcher injects: TASK:kill@STEP (SIGKILL) or TASK:hang@STEP (SIGSTOP) once "
                             "STEP measured steps are done, comma-separated; a killed parameter-server worker is "
-                            "restarted and the recovery measured."),
+                            "restarted (Horovod elastic: its rank rejoins) and the recovery measured."),
         ("integer", "checkpoint_every", "multi_worker_mirrored, parameter_server: save a checkpoint every this many "
                                         "steps; a worker (PS: a ps or the chief) killed by --fault then restarts every "
                                         "task from the last one (0: never)."),

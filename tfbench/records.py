@@ -11,7 +11,7 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from tfbench import stats
+from tfbench import elastic_steps, stats
 
 RESULTS_FILE = "results.jsonl"
 
@@ -113,6 +113,8 @@ def cluster_steps(task_records: Sequence[dict]) -> Tuple[List[float], str, str]:
     (`cluster_steps`: sync = gradients from every worker + apply; async = N updates); otherwise
     every measuring task ran the same synchronous steps and stats.global_steps merges them.
     """
+    if elastic_steps.applies(task_records):
+        return [s.duration for s in elastic_steps.merged(task_records)], elastic_steps.DEFINITION, "global step"
     drivers = [r for r in task_records if r.get("kind") == "task" and r.get("cluster_steps")]
     if drivers:
         driver = drivers[0]
@@ -169,6 +171,10 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
     start = min(r["window_start"] for r in tasks)
     end = max(r["window_end"] for r in tasks)
     images = sum(r["images_per_step"] * r["num_measured_steps"] for r in tasks)
+    steps = elastic_steps.merged(tasks)  # Horovod elastic: a killed rank's steps are in the others' records
+    if steps:
+        start, end = min(s.start for s in steps), max(s.end for s in steps)
+        images = sum(s.images for s in steps)
     series, definition, label = cluster_steps(task_records)
     record = {
         "kind": "cluster",

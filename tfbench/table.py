@@ -128,6 +128,16 @@ def recovery_line(entry: Dict) -> str:
         value = entry.get(key)
         return f"{value:.{digits}f}{unit}" if isinstance(value, (int, float)) else "n/a"
 
+    if entry.get("rejoined_by"):
+        return (f"recovery of {entry['task']} ({entry['kind']}, Horovod elastic): the others went on with "
+                f"{entry.get('fewest_ranks', 'n/a')} rank(s) after {fmt('time_to_continue_s', ' s')} "
+                f"({entry.get('steps_with_fewer_ranks', 0)} step(s)); "
+                + (f"it rejoined after {fmt('time_to_ready_s', ' s')}, every rank in a step again after "
+                   f"{fmt('time_to_first_update_s', ' s')}" if entry.get("time_to_ready_s") is not None else
+                   "it had not rejoined when the run ended")
+                + f"; no step ran for "
+                f"{fmt('time_without_steps_s', ' s')}; images/sec before {fmt('images_per_sec_before')}, while out "
+                f"{fmt('images_per_sec_during')}, after {fmt('images_per_sec_after')}")
     text = (f"recovery of {entry['task']} ({entry['kind']}): ready again after {fmt('time_to_ready_s', ' s')}, "
             f"its first update after {fmt('time_to_first_update_s', ' s')}; images/sec before "
             f"{fmt('images_per_sec_before')}, while down {fmt('images_per_sec_during')}, after "
@@ -144,7 +154,7 @@ def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:
     from tfbench import flops, startup
 
     lines = [flops.render(flops.cluster_summary(cluster, tasks), config.mode)]
-    started = [t["startup"] for t in tasks if t.get("startup")]
-    if started:
+    started = [t["startup"] for t in tasks if t.get("startup") and not t.get("joined_at_step")]
+    if started:  # a Horovod elastic rank that joined late started late: not a start-up figure
         lines.append(startup.render(max(started, key=lambda s: s["total_s"])) + " (slowest task)")
     return lines

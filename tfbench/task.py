@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from cluster import progress, resolved_task
+from cluster import horovod_elastic, progress, resolved_task
 from cluster.spec import ClusterPlan, TaskSpec
 from tfbench import records, startup
 from tfbench.config import RunConfig
@@ -24,6 +24,8 @@ DUMP_WEIGHTS_ENV = "TFBENCH_DUMP_WEIGHTS"  # path: save initial/final weights (a
 def resolve_task(plan: ClusterPlan, name: str) -> TaskSpec:
     if name in resolved_task.RESOLVERS:  # the role comes from Slurm or TF_CONFIG at start-up
         return resolved_task.resolve(plan, name)
+    if name == "horovod" and os.environ.get(horovod_elastic.HOSTS_ENV):  # the task follows the rank's host
+        return horovod_elastic.task_of(plan, os.environ.get("HOROVOD_HOSTNAME", ""), os.environ[horovod_elastic.HOSTS_ENV])
     if name == "horovod":
         rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "-1")))
         return plan.horovod_rank(rank)

@@ -29,6 +29,8 @@ def way(config: Dict) -> str:
             return "PS sync"
         bound = config.get("ps_staleness_bound", -1)
         return f"PS bounded s={bound}" if bound is not None and bound >= 0 else "PS async"
+    if strategy == "horovod" and config.get("horovod_elastic"):
+        return "Horovod elastic"
     return {"multi_worker_mirrored": "MWMS", "horovod": "Horovod", "mirrored": "Mirrored"}.get(strategy,
                                                                                              "single device")
 

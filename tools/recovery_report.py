@@ -9,8 +9,8 @@ from tools.aggregate import Point
 from tools.convergence_report import way
 from tools.summary import fmt, table
 
-HEADERS = ["run", "training", "workers", "fault", "ready again s", "first update s (restart: measuring again)",
-           "images/sec before",
+HEADERS = ["run", "training", "workers", "fault", "others went on s", "ready again s",
+           "first update s (restart: measuring again)", "no step ran s", "images/sec before",
            "while down", "after", "results lost", "updates without result"]
 
 
@@ -24,8 +24,9 @@ def section(points: Sequence[Point]) -> List[str]:
                 fault = faults.get(entry["task"], {})
                 rows.append([run.run_id, way(p.config), p.config.get("num_workers"),
                              f"{entry['task']} {entry['kind']} after step {fault.get('applied_at_measured_step', '?')}",
-                             fmt(entry.get("time_to_ready_s"), 1),
+                             fmt(entry.get("time_to_continue_s"), 1), fmt(entry.get("time_to_ready_s"), 1),
                              fmt(entry.get("time_to_first_update_s", entry.get("time_to_resume_s")), 1),
+                             fmt(entry.get("time_without_steps_s"), 1),
                              fmt(entry.get("images_per_sec_before"), 0), fmt(entry.get("images_per_sec_during"), 0),
                              fmt(entry.get("images_per_sec_after"), 0), entry.get("closure_results_lost", "–"),
                              entry.get("updates_without_result", "–")])
@@ -33,4 +34,6 @@ def section(points: Sequence[Point]) -> List[str]:
         return []
     return ["", "## Recovery from injected faults", "",
             "Images/sec per phase from the workers' own update end times: window start to the fault, the fault "
-            "to the task serving again, then to the window's end.", "", table(HEADERS, rows)]
+            "to the task serving again, then to the window's end (Horovod elastic: to the first global step with "
+            "every rank again). \"Others went on\" and \"no step ran\" apply to Horovod elastic, where the other "
+            "ranks continue without the killed one.", "", table(HEADERS, rows)]

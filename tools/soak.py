@@ -34,6 +34,7 @@ CASES = (
     ["--strategy=parameter_server", "--num_workers=2"],
     ["--strategy=parameter_server", "--num_workers=2", "--ps_sync"],
     ["--strategy=horovod", "--num_workers=2"],
+    ["--strategy=horovod", "--num_workers=2", "--horovod_elastic", "--num_steps=300", "--fault=worker_1:kill@20"],
     ["--strategy=multi_worker_mirrored", "--num_workers=2", "--network=emulated", "--link_bandwidth=100mbit"],
     ["--strategy=parameter_server", "--num_workers=2", "--launcher=slurm"],
 )
@@ -102,6 +103,8 @@ def available(case: List[str]) -> str:
     """'' when this machine can run the case, else why not."""
     if "--network=emulated" in case and netns.support_error(False):
         return netns.support_error(False)
+    if "--horovod_elastic" in case and os.geteuid() != 0:
+        return "Horovod elastic ranks get loopback addresses in a network namespace (root)"
     if "--launcher=slurm" in case and not SLURM_ENV:
         return "no private Slurm could be started here (root and tools/install_slurm.sh needed)"
     return ""

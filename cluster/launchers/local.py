@@ -3,7 +3,8 @@
 Ports come from portpicker; one that something else holds is replaced before a start, and a
 task that fails to bind its port restarts the cluster with a fresh one (cluster.supervise
 decides when). Horovod plans run as one horovodrun process whose ranks report progress under
-the ranks' task names. Multi-task runs start inside a private network namespace with only a
+the ranks' task names (--horovod_elastic: horovodrun's elastic driver, each rank on a loopback
+address of its own, cluster.horovod_elastic). Multi-task runs start inside a private network namespace with only a
 loopback interface (cluster.private_net): their gRPC servers are unreachable from elsewhere.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import portpicker
 
-from cluster import netns, netns_exec, private_net
+from cluster import horovod_elastic, netns, netns_exec, private_net
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, unit_env
 from cluster.ports import is_local, port_is_free
 from cluster.spec import ClusterPlan, TaskSpec
@@ -25,8 +26,11 @@ GroupCommand = Callable[[ClusterPlan], List[str]]
 MAX_PORT_CHECKS = 3
 
 
-def default_group_command(run: RunDir) -> GroupCommand:
+def default_group_command(run: RunDir, config=None) -> GroupCommand:
     """horovodrun from the same environment as this Python, starting every rank's task."""
+    if config is not None and config.horovod_elastic:
+        script = os.path.join(run.path, "horovod", horovod_elastic.SCRIPT)
+        return lambda plan: horovod_elastic.command(plan, run.path, script, config.horovod_min_workers)
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     return lambda plan: [horovodrun, "--gloo", "-np", str(len(plan.workers)), "-H", plan.horovod_hosts,
                          sys.executable, "-m", "tfbench.task", "--run_dir", run.path, "--task", "horovod"]
@@ -50,9 +54,11 @@ class LocalLauncher(Launcher):
     name = "local"
 
     def __init__(self, run: RunDir, command_for: Optional[TaskCommand] = None,
-                 group_command: Optional[GroupCommand] = None):
+                 group_command: Optional[GroupCommand] = None, config=None):
         super().__init__(run, command_for)
-        self.group_command = group_command or default_group_command(run)
+        self.group_command = group_command or default_group_command(run, config)
+        self.elastic = bool(config is not None and config.horovod_elastic)
+        self.elastic_record: dict = {}
         self._ports: Optional[_FreshPorts] = None
         self.key: Optional[str] = None
         self.namespace: Optional[str] = None
@@ -69,7 +75,20 @@ class LocalLauncher(Launcher):
             if not self.namespace:
                 print(f"tfbench: warning: the tasks' gRPC servers listen on every address of this machine, "
                       f"unauthenticated: {why} (README: Security)", file=sys.stderr, flush=True)
+        if self.elastic:
+            self._set_up_elastic(plan)
         return plan
+
+    def _set_up_elastic(self, plan: ClusterPlan) -> None:
+        """A loopback address per rank in the private namespace, and the discovery script."""
+        if not self.namespace:
+            raise RuntimeError("--horovod_elastic needs the run's private network namespace (root), where each "
+                               "rank gets a loopback address of its own")
+        addresses = horovod_elastic.hosts(len(plan.workers))
+        horovod_elastic.add_addresses(self.namespace, addresses)
+        horovod_elastic.write_discovery_script(os.path.join(self.run.path, "horovod"), addresses)
+        self.elastic_record = {"hosts": addresses, "blacklist_cooldown_s": list(horovod_elastic.COOLDOWN_S),
+                               "discovery": "every rank's host listed all the time"}
 
     def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:
         return netns_exec.command(self.namespace, command) if self.namespace else command
@@ -80,7 +99,8 @@ class LocalLauncher(Launcher):
             netns.close_run(key)
 
     def record(self) -> dict:
-        return {**super().record(), **({"grpc_isolation": self.isolation} if self.isolation else {})}
+        return {**super().record(), **({"grpc_isolation": self.isolation} if self.isolation else {}),
+                **({"horovod_elastic": self.elastic_record} if self.elastic_record else {})}
 
     def port_task(self, spec: TaskSpec) -> Optional[TaskSpec]:
         return spec if spec.port and is_local(spec.host) else None
@@ -91,6 +111,8 @@ class LocalLauncher(Launcher):
         env: Dict[str, str] = {}
         for spec in plan.tasks:
             env.update(spec.full_env())
+        if self.elastic:
+            env[horovod_elastic.HOSTS_ENV] = ",".join(horovod_elastic.hosts(len(plan.workers)))
         cores = tuple(sorted({c for spec in plan.tasks for c in spec.cores}))
         command = self.group_command(plan)
         command = netns_exec.command(self.namespace, command) if self.namespace else command

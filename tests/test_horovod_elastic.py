@@ -1,0 +1,164 @@
+"""Horovod elastic (--horovod_elastic): flags refused where the elastic driver does not start the
+ranks; the hosts, discovery script and horovodrun command; global steps merged by step number
+when ranks leave and join; the recovery of a killed rank; and a real run in which a rank is
+killed, the other goes on alone and the killed one rejoins."""
+import os
+import subprocess
+
+import pytest
+
+from cluster import horovod_elastic, recovery
+from cluster.spec import ClusterPlan, TaskSpec
+from tfbench import config as config_lib, elastic_steps, records, table
+from tfbench.errors import ConfigError
+from tfrun import cluster_record, run_tiny, scalars, task_records
+
+ELASTIC = ("--strategy=horovod", "--num_workers=2", "--horovod_elastic")
+
+
+def make(**kw):
+    base = dict(strategy="horovod", num_workers=2, horovod_elastic=True)
+    base.update(kw)
+    return config_lib.validate(config_lib.RunConfig(**base), gpu_count=0, by_hand=True)
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(strategy="multi_worker_mirrored"), "--horovod_elastic applies to --strategy=horovod only"),
+    (dict(network="emulated"), "--horovod_elastic runs with --network=local only"),
+    (dict(num_workers=1), "--horovod_elastic needs --num_workers=2 or more"),
+    (dict(horovod_min_workers=2), r"--horovod_min_workers must be 1\.\.1"),
+    (dict(mode="forward"), "--horovod_elastic applies to --mode=train only"),
+    (dict(horovod_elastic=False, horovod_min_workers=1), "--horovod_min_workers applies to --horovod_elastic only"),
+])
+def test_elastic_flags_are_refused_where_they_cannot_apply(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        make(**kw)
+
+
+def test_elastic_config_with_a_minimum_is_accepted():
+    assert make(num_workers=4, horovod_min_workers=2).horovod_min_workers == 2
+
+
+def test_each_rank_gets_a_host_and_the_task_follows_the_host(tmp_path):
+    addresses = horovod_elastic.hosts(3)
+    assert addresses == ["127.0.1.1", "127.0.1.2", "127.0.1.3"]
+    plan = ClusterPlan("horovod", [TaskSpec(role="worker", index=i, host="localhost")
+                                   for i in range(3)])
+    assert horovod_elastic.task_of(plan, "127.0.1.3", ",".join(addresses)).name == "worker_2"
+    with pytest.raises(ValueError, match="none of the elastic hosts"):
+        horovod_elastic.task_of(plan, "localhost", ",".join(addresses))
+    assert "worker_1 on 127.0.1.2" in horovod_elastic.describe(2)
+    script = horovod_elastic.write_discovery_script(str(tmp_path), addresses)
+    assert subprocess.run([script], capture_output=True, text=True).stdout.split() == [f"{a}:1" for a in addresses]
+    command = horovod_elastic.command(plan, "/runs/r", script, min_workers=0, horovodrun="horovodrun")
+    assert command[:9] == ["horovodrun", "--gloo", "-np", "3", "--min-np", "1", "--max-np", "3",
+                           "--host-discovery-script"]
+    assert ["--blacklist-cooldown-range", "1", "2"] == command[10:13] and command[-2:] == ["--task", "horovod"]
+
+
+def rank_record(index, steps, ranks, start=100.0, step_s=0.1, batch=4, **extra):
+    """A rank's task record: steps `steps` (numbers) each `step_s` long, back to back from `start`."""
+    starts = [start + k * step_s for k in steps]
+    return dict(kind="task", role="worker", index=index, images_per_step=batch, step_index=list(steps),
+                step_ranks=list(ranks), step_start_wall=starts, step_times_s=[step_s] * len(starts),
+                num_measured_steps=len(starts), window_start=starts[0], window_end=starts[-1] + step_s,
+                images_per_sec=batch / step_s, shares_cores_with=[], cores=[0], **extra)
+
+
+def elastic_run():
+    """worker_1 killed during step 4: worker_0 did 4..6 alone, a gap, then worker_1 rejoined for 8..9."""
+    survivor = rank_record(0, range(10), [2, 2, 2, 2, 1, 1, 1, 2, 2, 2],
+                           elastic_resets=[{"wall": 100.4, "ranks": 1}, {"wall": 101.5, "ranks": 2}])
+    survivor["step_start_wall"][7:] = [s + 1.0 for s in survivor["step_start_wall"][7:]]  # no step for 1 s
+    rejoined = rank_record(1, [8, 9], [2, 2], start=101.0, joined_at_step=7)
+    return [survivor, rejoined]
+
+
+def test_global_steps_are_merged_by_number_and_count_the_ranks_in_each():
+    tasks = elastic_run()
+    steps = elastic_steps.merged(tasks)
+    assert [s.index for s in steps] == list(range(10)) and [s.ranks for s in steps] == [2, 2, 2, 2, 1, 1, 1, 2, 2, 2]
+    record = records.cluster_record("r", tasks)
+    assert record["images"] == 4 * (2 * 7 + 3)  # the killed rank's own record is lost; the survivor's counts it
+    assert record["window_s"] == pytest.approx(2.0)
+    assert len(record["step_times_s"]) == 10 and record["step_definition"] == elastic_steps.DEFINITION
+
+
+def test_recovery_of_a_killed_elastic_rank():
+    fault = {"task": "worker_1", "kind": "kill", "wall": 100.4, "applied_at_measured_step": 4,
+             "time_to_ready_s": 0.9}
+    (entry,) = recovery.analyse([fault], elastic_run())
+    assert entry["rejoined_by"] == "horovodrun's elastic driver" and entry["fewest_ranks"] == 1
+    assert entry["time_to_continue_s"] == pytest.approx(0.1)  # step 4 with one rank ends at 100.5
+    assert entry["steps_with_fewer_ranks"] == 3
+    assert entry["time_to_first_update_s"] == pytest.approx(101.8 - 100.4)  # step 7, every rank again
+    assert entry["time_without_steps_s"] == pytest.approx(1.0)
+    assert entry["images_per_sec_before"] == pytest.approx(4 * 2 * 4 / 0.4)
+    assert entry["images_per_sec_during"] == pytest.approx(4 * 3 / 1.3)
+    assert entry["resets"] == 2
+    line = table.recovery_line(entry)
+    assert line.startswith("recovery of worker_1 (kill, Horovod elastic): the others went on with 1 rank(s) after 0.1 s")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
+def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
+    out, run = run_tiny(logdir, "elastic", *ELASTIC, "--num_steps=1500", "--fault=worker_1:kill@100")
+    record = cluster_record(run)
+    (fault,) = record["faults"]
+    assert fault["restarted_by"] == "horovodrun's elastic driver" and fault["restarted_pid"] != fault["pid"]
+    (entry,) = record["recovery"]
+    assert entry["fewest_ranks"] == 1 and entry["steps_with_fewer_ranks"] > 0 and entry["time_to_continue_s"] > 0
+    assert entry["time_to_first_update_s"] > entry["time_to_ready_s"] > 0  # back in a step after joining
+    assert entry["images_per_sec_before"] > 0 and entry["images_per_sec_after"] > 0
+    steps = elastic_steps.merged([r for r in records.read(os.path.join(run, "results.jsonl"))])
+    assert [s.index for s in steps] == list(range(2, 1502))  # every measured step once, none lost
+    assert steps[-1].ranks == 2
+    rejoined = task_records(run)["worker_1"]
+    assert rejoined["joined_at_step"] > 100 and rejoined["step_index"][0] > rejoined["joined_at_step"]
+    ranks = [e.value for e in scalars(os.path.join(run, "tb", "worker_0"))["perf/ranks"]]
+    assert 1 in ranks and ranks[-1] == 2  # TensorBoard shows the dip and the return
+    assert record["horovod_elastic"]["hosts"] == ["127.0.1.1", "127.0.1.2"]
+    assert "recovery of worker_1 (kill, Horovod elastic)" in out
+
+
+def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
+    from tfbench import cli
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ConfigError, match="--horovod_elastic needs root"):
+        cli.check_elastic_root()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
+def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
+    """horovodrun is no task of ours: it is told of the launcher's death by PR_SET_PDEATHSIG,
+    set by cluster.netns_exec before the exec, and stops the ranks it started."""
+    import signal
+    import sys
+    import time
+
+    from cluster import progress
+    from conftest import ROOT, TINY, processes_mentioning
+
+    run = os.path.join(logdir, "killed")
+    launcher = subprocess.Popen([sys.executable, "-m", "tfbench", *TINY, f"--logdir={logdir}", "--run_id=killed",
+                                 *ELASTIC, "--num_steps=100000"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(progress.reached(progress.read_progress(run, f"worker_{i}"), "measure") for i in range(2)):
+            assert time.monotonic() < deadline and launcher.poll() is None, "the ranks never measured"
+            time.sleep(0.2)
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=10)
+    finally:
+        launcher.kill()
+    deadline = time.monotonic() + 30
+    while processes_mentioning(run) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not processes_mentioning(run)  # horovodrun, its shells and both ranks
+    cleanup = subprocess.run([sys.executable, "-m", "cluster.netns", "--cleanup"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)  # what the next run does: the dead run's namespace goes
+    assert cleanup.returncode == 0 and "stale run" in cleanup.stdout
