@@ -162,3 +162,12 @@ def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
     cleanup = subprocess.run([sys.executable, "-m", "cluster.netns", "--cleanup"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)  # what the next run does: the dead run's namespace goes
     assert cleanup.returncode == 0 and "stale run" in cleanup.stdout
+
+
+def test_tensorboard_layout_of_an_elastic_run_charts_the_ranks_in_each_step():
+    from tfbench import tb_layout
+
+    def titles(elastic):
+        return [chart.title for chart in tb_layout.layout("r", elastic).category[0].chart]
+
+    assert tb_layout.ELASTIC_CHART[0] in titles(True) and tb_layout.ELASTIC_CHART[0] not in titles(False)

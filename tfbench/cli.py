@@ -184,7 +184,7 @@ def prepare_run_dir(config, plan):
     run.write_json("config.json", config.to_dict())
     run.write_json("plan.json", plan.to_dict())
     run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
-    write_layout(run)
+    write_layout(run, elastic=config.horovod_elastic)
     return run
 
 

@@ -19,11 +19,12 @@ CHARTS = (
     ("host traffic (kbit/s), every host: tx and rx", (r"^link/(tx|rx)_kbps$", r"^host/net_.*_(tx|rx)_kbps$")),
     ("CPU (% of one core), every task", (r"^sys/cpu_percent$",)),
 )
+ELASTIC_CHART = ("ranks in each step (Horovod elastic), every rank", (r"^perf/ranks$",))
 
 
-def layout(run_id: str) -> layout_pb2.Layout:
+def layout(run_id: str, elastic: bool = False) -> layout_pb2.Layout:
     charts = [layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=list(tags)))
-              for title, tags in CHARTS]
+              for title, tags in CHARTS + ((ELASTIC_CHART,) if elastic else ())]
     return layout_pb2.Layout(category=[layout_pb2.Category(title=run_id, chart=charts)])
 
 
@@ -34,7 +35,8 @@ def layout_summary(value: layout_pb2.Layout) -> summary_pb2.Summary:
         tag=metadata.CONFIG_SUMMARY_TAG, metadata=metadata.create_summary_metadata(), tensor=tensor)])
 
 
-def write_layout(run: RunDir) -> None:
-    """tb/ gets the layout (in an event file of its own, beside the HParams)."""
+def write_layout(run: RunDir, elastic: bool = False) -> None:
+    """tb/ gets the layout (in an event file of its own, beside the HParams); an elastic run also
+    the ranks in each step, under the step times on the same time axis."""
     with EventWriter(run.tb_dir, suffix=".layout") as writer:
-        writer.summary(layout_summary(layout(run.run_id)))
+        writer.summary(layout_summary(layout(run.run_id, elastic)))
