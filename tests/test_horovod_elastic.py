@@ -116,6 +116,7 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
     assert steps[-1].ranks == 2
     rejoined = task_records(run)["worker_1"]
     assert rejoined["joined_at_step"] > 100 and rejoined["step_index"][0] > rejoined["joined_at_step"]
+    assert "launched" not in rejoined["startup"]["marks"]  # its start-up counts from its own process start
     ranks = [e.value for e in scalars(os.path.join(run, "tb", "worker_0"))["perf/ranks"]]
     assert 1 in ranks and ranks[-1] == 2  # TensorBoard shows the dip and the return
     assert record["horovod_elastic"]["hosts"] == ["127.0.1.1", "127.0.1.2"]

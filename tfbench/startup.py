@@ -55,11 +55,13 @@ def watch(reporter, num_warmup_steps: int) -> None:
     reporter.step_done = observed
 
 
-def summary() -> Dict:
+def summary(from_launch: bool = True) -> Dict:
     """{'marks': {phase: wall time}, 'seconds': {phase: time since the previous mark},
-    'total_s': process start to the first measured step (or to the last mark)}."""
+    'total_s': launch (else process start) to the first measured step (or to the last mark)}.
+    from_launch=False for a process started later than its run (a Horovod elastic rank restarted
+    by horovodrun's driver): its start-up counts from its own process start."""
     given = [("process_start", process_start_time())]
-    if os.environ.get(LAUNCHED_ENV):
+    if from_launch and os.environ.get(LAUNCHED_ENV):
         given.append(("launched", float(os.environ[LAUNCHED_ENV])))
     marks = sorted(_marks + given, key=lambda m: PHASES.index(m[0]))
     marks = [m for i, m in enumerate(marks) if i == 0 or m[0] != marks[i - 1][0]]

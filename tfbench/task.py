@@ -160,7 +160,7 @@ def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: 
     if m.role == "worker" and task.role == "chief":
         cores = next((t.cores for t in plan.tasks if t.role == "worker" and t.index == m.index), cores)
     peak = run.read_json("environment.json").get("peak") if os.path.exists(run.file("environment.json")) else None
-    return {"startup": startup.summary(),
+    return {"startup": startup.summary(from_launch=not m.extra.get("joined_at_step")),
             "flops": flops.task_fields(config, m.images_per_step, [t.duration_s for t in m.timings],
                                        len(cores) or os.cpu_count(), peak)}
 
