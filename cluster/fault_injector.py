@@ -97,6 +97,8 @@ class FaultInjector:
                 if record and record.get("pid") not in (None, entry["pid"]) and progress.reached(record, "ready"):
                     entry.update(restarted_pid=record["pid"], restarted_by="horovodrun's elastic driver",
                                  ready_wall=float(record.get("time") or time.time()))
+                    if record["phase"] != "ready":  # seen first at a later phase: ready by then
+                        entry["ready_wall_is_upper_bound"] = True
                     entry["time_to_ready_s"] = entry["ready_wall"] - entry["wall"]
                     self.message(f"tfbench: fault: {task} rejoined (pid {record['pid']}) "
                                  f"{entry['time_to_ready_s']:.1f} s after its fault")

@@ -71,6 +71,7 @@ def command(name: str, argv, hostname: str = "") -> list:
 
 
 def main(argv) -> int:
+    parent = os.getppid()  # the launcher, before anything could have made this process an orphan
     hostname = ""
     if len(argv) > 2 and argv[1] == "--hostname":
         hostname, argv = argv[2], [argv[0], *argv[3:]]
@@ -84,18 +85,18 @@ def main(argv) -> int:
     except OSError as e:
         print(f"tfbench: cannot enter emulated host {argv[0]}: {e}", file=sys.stderr, flush=True)
         return 1
-    die_with_parent()
+    die_with_parent(parent)
     os.execvp(argv[2], argv[2:])
     return 1  # not reached
 
 
-def die_with_parent() -> None:
-    """SIGTERM when the launcher dies, even by SIGKILL; it outlives the exec, so a command that
-    starts processes of its own (horovodrun) is told to stop them too."""
+def die_with_parent(parent: int) -> None:
+    """SIGTERM when the launcher (pid `parent`) dies, even by SIGKILL; it outlives the exec, so a
+    command that starts processes of its own (horovodrun) is told to stop them too."""
     import signal
 
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the launcher died before the request was made
+    if os.getppid() != parent:  # the launcher died before the request was made: adopted since
         sys.exit(1)
 
 

@@ -68,7 +68,7 @@ def report(ending: Ending, first_record: int, run: RunDir, config: RunConfig, ex
             ending = Ending("failed", None, f"every task exited 0 but no results were recorded: {e}")
         else:
             if record.get("faults"):
-                record["recovery"] = recovery.analyse(record["faults"], task_records)
+                record["recovery"] = recovery.analyse(record["faults"], task_records, record.get("num_workers"))
             for hook in hooks:
                 record.update(_safe_hook(hook, run, record, status))
             records.append(run.results, record)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from tfbench import elastic_steps
 
 
@@ -48,10 +50,10 @@ def _resumed(fault: dict, task_records: Sequence[dict], steps) -> Dict:
             "time_to_resume_s": resumed - fault["wall"] if resumed is not None else None}
 
 
-def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
+def analyse(faults: Sequence[dict], task_records: Sequence[dict], num_workers: Optional[int] = None) -> List[Dict]:
     """One entry per restarted fault; [] when the run has no worker step times."""
     if elastic_steps.applies(task_records):
-        return [_rejoined(f, task_records) for f in faults if f["kind"] == "kill" and "error" not in f]
+        return [_rejoined(f, task_records, num_workers) for f in faults if f["kind"] == "kill" and "error" not in f]
     steps = _ends(task_records)
     coordinator = next((r for r in task_records if r.get("cluster_steps")), {})
     if not steps:
@@ -82,11 +84,12 @@ def analyse(faults: Sequence[dict], task_records: Sequence[dict]) -> List[Dict]:
     return out
 
 
-def _rejoined(fault: dict, task_records: Sequence[dict]) -> Dict:
-    """A killed Horovod elastic rank: the others' first step without it, the time no step ran
-    after the fault (rolling back, rendezvous, waiting for the restarted rank), its return and
-    images/sec per phase: window start to the fault, the fault to the first step with every rank
-    again, then to the window's end."""
+def _rejoined(fault: dict, task_records: Sequence[dict], num_workers: Optional[int] = None) -> Dict:
+    """A killed Horovod elastic rank, over the time it was out (the fault to the first step with
+    every rank again, else to the window's end): the others' first step without it, the steps
+    and fewest ranks they ran with, the time no step ran beyond the usual gap between steps
+    (rolling back, rendezvous, waiting for the restarted rank), the resets, its return and
+    images/sec before, while out and after."""
     steps = elastic_steps.merged(task_records)
     down = fault["wall"]
     entry = {"task": fault["task"], "kind": fault["kind"], "rejoined_by": "horovodrun's elastic driver",
@@ -95,20 +98,26 @@ def _rejoined(fault: dict, task_records: Sequence[dict]) -> Dict:
                        "rank again, then to the window's end"}
     if not steps:
         return entry
-    full = max(s.ranks for s in steps)
+    full = num_workers or max(s.ranks for s in steps)
     after = [s for s in steps if s.start >= down]
-    back = next((s for s in after if s.ranks == full), None)
-    gaps = [b.start - a.end for a, b in zip(after, after[1:])]
-    resets = max([len(r.get("elastic_resets") or []) for r in task_records if r.get("kind") == "task"] or [0])
+    back = next((s for s in after if s.ranks >= full), None)
+    until = back.start if back is not None else steps[-1].end
+    out = [s for s in after if s.start < until]
+    before = [s for s in steps if s.end <= down]
+    usual = float(np.median([b.start - a.end for a, b in zip(before, before[1:])])) if len(before) > 1 else 0.0
+    seq = out + ([back] if back is not None else [])
     entry.update(
-        time_to_continue_s=after[0].end - down if after and after[0].ranks < full else None,
-        steps_with_fewer_ranks=sum(1 for s in after if s.ranks < full), fewest_ranks=min(s.ranks for s in steps),
-        time_without_steps_s=((after[0].start - down) + sum(g for g in gaps if g > 0)) if after else None,
+        time_to_continue_s=out[0].end - down if out and out[0].ranks < full else None,
+        steps_with_fewer_ranks=sum(1 for s in out if s.ranks < full),
+        fewest_ranks=min(s.ranks for s in out) if out else None,
+        time_without_steps_s=(max(0.0, seq[0].start - down) + sum(max(0.0, b.start - a.end - usual)
+                                                                  for a, b in zip(seq, seq[1:]))) if seq else None,
         time_to_first_update_s=back.end - down if back is not None else None,
         images_per_sec_before=_images_rate(steps, steps[0].start, down),
-        images_per_sec_during=_images_rate(steps, down, back.start if back is not None else steps[-1].end),
+        images_per_sec_during=_images_rate(steps, down, until),
         images_per_sec_after=_images_rate(steps, back.start, steps[-1].end) if back is not None else None,
-        resets=resets)
+        resets=max([sum(1 for e in r.get("elastic_resets") or [] if down <= e["wall"] <= (seq[-1].end if seq else down))
+                    for r in task_records if r.get("kind") == "task"] or [0]))
     return entry
 
 

@@ -16,10 +16,10 @@ from tfrun import cluster_record, run_tiny, scalars, task_records
 ELASTIC = ("--strategy=horovod", "--num_workers=2", "--horovod_elastic")
 
 
-def make(**kw):
+def make(by_hand=False, **kw):
     base = dict(strategy="horovod", num_workers=2, horovod_elastic=True)
     base.update(kw)
-    return config_lib.validate(config_lib.RunConfig(**base), gpu_count=0, by_hand=True)
+    return config_lib.validate(config_lib.RunConfig(**base), gpu_count=0, by_hand=by_hand)
 
 
 @pytest.mark.parametrize("kw,message", [
@@ -29,10 +29,17 @@ def make(**kw):
     (dict(horovod_min_workers=2), r"--horovod_min_workers must be 1\.\.1"),
     (dict(mode="forward"), "--horovod_elastic applies to --mode=train only"),
     (dict(horovod_elastic=False, horovod_min_workers=1), "--horovod_min_workers applies to --horovod_elastic only"),
+    (dict(launcher="slurm"), "--horovod_elastic runs with --network=local only"),
+    (dict(dataset="digits", model="lenet", num_classes=10, image_size=8), "--horovod_elastic runs on synthetic data"),
 ])
 def test_elastic_flags_are_refused_where_they_cannot_apply(kw, message):
     with pytest.raises(ConfigError, match=message):
         make(**kw)
+
+
+def test_elastic_is_refused_for_tasks_started_by_hand():
+    with pytest.raises(ConfigError, match="--horovod_elastic needs tfbench's launcher"):
+        make(by_hand=True)  # `python -m cluster.plan` prints commands for a user to start
 
 
 def test_elastic_config_with_a_minimum_is_accepted():
@@ -74,6 +81,14 @@ def elastic_run():
     return [survivor, rejoined]
 
 
+def test_a_step_a_rank_did_again_after_a_reset_counts_once_at_its_last_time():
+    rank = rank_record(0, [0, 1, 2, 2, 3], [2, 2, 2, 1, 1], step_s=0.1)  # step 2 undone by a reset, done again
+    rank["step_start_wall"] = [100.0, 100.1, 100.2, 101.0, 101.1]
+    steps = elastic_steps.merged([rank])
+    assert [(s.index, s.ranks) for s in steps] == [(0, 2), (1, 2), (2, 1), (3, 1)]
+    assert steps[2].start == 101.0
+
+
 def test_global_steps_are_merged_by_number_and_count_the_ranks_in_each():
     tasks = elastic_run()
     steps = elastic_steps.merged(tasks)
@@ -100,6 +115,30 @@ def test_recovery_of_a_killed_elastic_rank():
     assert line.startswith("recovery of worker_1 (kill, Horovod elastic): the others went on with 1 rank(s) after 0.1 s")
 
 
+def spaced(record, gap):
+    """The record's steps with `gap` s more between consecutive steps (the usual per-step overhead)."""
+    record["step_start_wall"] = [t + k * gap for k, t in enumerate(record["step_start_wall"])]
+    return record
+
+
+def test_time_without_steps_counts_only_the_recovery_beyond_the_usual_gap():
+    survivor = spaced(rank_record(0, range(12), [2] * 4 + [1] * 3 + [2] * 5), 0.02)
+    survivor["step_start_wall"][7:] = [t + 1.0 for t in survivor["step_start_wall"][7:]]
+    fault = {"task": "worker_1", "kind": "kill", "wall": survivor["step_start_wall"][4] - 0.01}
+    (entry,) = recovery.analyse([fault], [survivor], num_workers=2)
+    assert entry["time_without_steps_s"] == pytest.approx(0.01 + 1.0)  # not the 0.02 s gaps, nor after the return
+    assert entry["steps_with_fewer_ranks"] == 3 and entry["fewest_ranks"] == 1
+
+
+def test_a_rank_that_never_rejoins_and_one_killed_before_a_full_step():
+    alone = rank_record(0, range(5), [1] * 5)  # every measured step ran without the killed rank
+    fault = {"task": "worker_1", "kind": "kill", "wall": 99.9}
+    (entry,) = recovery.analyse([fault], [alone], num_workers=2)
+    assert entry["time_to_continue_s"] == pytest.approx(0.2) and entry["steps_with_fewer_ranks"] == 5
+    assert entry["time_to_first_update_s"] is None and entry["images_per_sec_after"] is None
+    assert "it had not rejoined when the run ended" in table.recovery_line(entry)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
 def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
@@ -110,7 +149,8 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
     (entry,) = record["recovery"]
     assert entry["fewest_ranks"] == 1 and entry["steps_with_fewer_ranks"] > 0 and entry["time_to_continue_s"] > 0
     assert entry["time_to_first_update_s"] > entry["time_to_ready_s"] > 0  # back in a step after joining
-    assert entry["images_per_sec_before"] > 0 and entry["images_per_sec_after"] > 0
+    assert entry["images_per_sec_before"] > 0 and entry["images_per_sec_during"] > 0 and entry["images_per_sec_after"] > 0
+    assert 0 < entry["time_without_steps_s"] < entry["time_to_first_update_s"] and entry["resets"] >= 2  # lost, rejoined
     steps = elastic_steps.merged([r for r in records.read(os.path.join(run, "results.jsonl"))])
     assert [s.index for s in steps] == list(range(2, 1502))  # every measured step once, none lost
     assert steps[-1].ranks == 2

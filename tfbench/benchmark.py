@@ -61,7 +61,7 @@ class Profiler:
         self.logdir, self.active = logdir, False
 
     def before(self, i: int) -> None:
-        if i == self.first:
+        if i == self.first and not self.active:  # a step run again (Horovod elastic) starts it once
             from tfbench.tf_import import tf
 
             tf.profiler.experimental.start(self.logdir)

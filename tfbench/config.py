@@ -299,6 +299,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
         need(gpus > 0, f"--device=gpu with --placement={c.placement}"
              f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
 
+    need(not (by_hand and c.horovod_elastic), "--horovod_elastic needs tfbench's launcher: horovodrun's elastic "
+                                               "driver starts the ranks, not a user by hand")
     if not by_hand:
         _check_launch(c)
 

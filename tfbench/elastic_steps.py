@@ -39,10 +39,13 @@ def merged(task_records: Sequence[dict]) -> List[GlobalStep]:
     for r in task_records:
         if r.get("kind") != "task" or r.get("step_ranks") is None:
             continue
-        for k, start, duration, ranks in zip(r["step_index"], r["step_start_wall"], r["step_times_s"],
-                                             r["step_ranks"]):
-            step = by_index.setdefault(int(k), {"start": start, "end": start + duration, "ranks": int(ranks),
-                                                "batch": int(r["images_per_step"])})
+        # A rank may record step k twice: done, then undone by a reset that synchronised an older
+        # state from rank 0, and done again. Only its last time counts.
+        last = {int(k): (start, duration, ranks) for k, start, duration, ranks in
+                zip(r["step_index"], r["step_start_wall"], r["step_times_s"], r["step_ranks"])}
+        for k, (start, duration, ranks) in last.items():
+            step = by_index.setdefault(k, {"start": start, "end": start + duration, "ranks": int(ranks),
+                                           "batch": int(r["images_per_step"])})
             step["start"], step["end"] = min(step["start"], start), max(step["end"], start + duration)
             step["ranks"] = max(step["ranks"], int(ranks))
     return [GlobalStep(k, s["start"], s["end"], s["ranks"], s["ranks"] * s["batch"])

@@ -142,6 +142,8 @@ def cluster_summary(cluster: dict, tasks) -> Optional[Dict]:
     if not counted or any("per_step" not in e for e in entries) or not cluster.get("window_s"):
         return None
     done = sum(e["per_step"] * t["num_measured_steps"] for e, t in zip(entries, counted))
+    if any(t.get("step_ranks") is not None for t in counted):  # Horovod elastic: a killed rank's steps
+        done = entries[0]["per_step"] * cluster["images"] / counted[0]["images_per_step"]  # are in no own record
     rate = done / cluster["window_s"]
     peak = sum(e.get("peak_flops_per_s") or 0.0 for e in entries)
     known = all(e.get("peak_flops_per_s") for e in entries)
