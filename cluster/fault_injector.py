@@ -92,22 +92,23 @@ class FaultInjector:
     def watch_recovery(self) -> None:
         """Notes when a restarted task reports ready again (its server is up, its rank joined)."""
         for task, entry in self.applied.items():
-            if self.rejoins(task) and "ready_wall" not in entry:
-                record = progress.read_progress(self.run_path, task)
-                if record and record.get("pid") not in (None, entry["pid"]) and progress.reached(record, "ready"):
-                    entry.update(restarted_pid=record["pid"], restarted_by="horovodrun's elastic driver",
-                                 ready_wall=float(record.get("time") or time.time()))
-                    if record["phase"] != "ready":  # seen first at a later phase: ready by then
-                        entry["ready_wall_is_upper_bound"] = True
-                    entry["time_to_ready_s"] = entry["ready_wall"] - entry["wall"]
-                    self.message(f"tfbench: fault: {task} rejoined (pid {record['pid']}) "
-                                 f"{entry['time_to_ready_s']:.1f} s after its fault")
+            rejoins = self.rejoins(task)  # elastic: the new pid is the driver's, learnt from progress
+            if "ready_wall" in entry or not (rejoins or "restarted_wall" in entry):
                 continue
-            if "restarted_wall" in entry and "ready_wall" not in entry:
-                record = progress.read_progress(self.run_path, task)
-                if record and record.get("pid") == entry["restarted_pid"] and progress.reached(record, "ready"):
-                    entry["ready_wall"] = float(record.get("time") or time.time())
-                    entry["time_to_ready_s"] = entry["ready_wall"] - entry["wall"]
+            record = progress.read_progress(self.run_path, task)
+            if not record or not progress.reached(record, "ready"):
+                continue
+            pid = record.get("pid")
+            if not (pid not in (None, entry["pid"]) if rejoins else pid == entry["restarted_pid"]):
+                continue  # still the killed process's record
+            entry["ready_wall"] = float(record.get("time") or time.time())
+            entry["time_to_ready_s"] = entry["ready_wall"] - entry["wall"]
+            if record["phase"] != "ready":  # seen first at a later phase: ready by then
+                entry["ready_wall_is_upper_bound"] = True
+            if rejoins:
+                entry.update(restarted_pid=pid, restarted_by="horovodrun's elastic driver")
+                self.message(f"tfbench: fault: {task} rejoined (pid {pid}) "
+                             f"{entry['time_to_ready_s']:.1f} s after its fault")
 
     def explain(self, task: str) -> str:
         entry = self.applied.get(task)

@@ -3,10 +3,10 @@
 The process joins network namespace NAME (setns), with --hostname also a UTS namespace of its
 own whose hostname is H (the host's address: libraries that find their address by resolving
 the hostname, as Gloo does for Horovod's process sets, then find the host's and not
-127.0.0.1), and execs COMMAND, so the task keeps the pid, session
-and process group the launcher gave it, with PR_SET_PDEATHSIG set (kept across the exec):
-a command that is not a task of ours (horovodrun) also ends when the launcher dies. Only the standard library is used: this runs before every task of an emulated
-run. run_in() does the same for one thread of the calling process (setns is per thread), e.g.
+127.0.0.1), and execs COMMAND, so the task keeps the pid, session and process group the
+launcher gave it, with PR_SET_PDEATHSIG set (kept across the exec): a command that is not a
+task of ours (horovodrun) also ends when the launcher dies. Only the standard library is used:
+this runs before every task of an emulated run. run_in() does the same for one thread of the calling process (setns is per thread), e.g.
 to open a listening socket inside a namespace.
 """
 from __future__ import annotations

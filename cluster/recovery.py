@@ -91,6 +91,7 @@ def _rejoined(fault: dict, task_records: Sequence[dict], num_workers: Optional[i
     (rolling back, rendezvous, waiting for the restarted rank), the resets, its return and
     images/sec before, while out and after."""
     steps = elastic_steps.merged(task_records)
+    ends = [(s.start, s.end, "", s.images) for s in steps]  # _rate's (start, end, worker, images)
     down = fault["wall"]
     entry = {"task": fault["task"], "kind": fault["kind"], "rejoined_by": "horovodrun's elastic driver",
              "time_to_ready_s": fault.get("time_to_ready_s"),
@@ -113,15 +114,9 @@ def _rejoined(fault: dict, task_records: Sequence[dict], num_workers: Optional[i
         time_without_steps_s=(max(0.0, seq[0].start - down) + sum(max(0.0, b.start - a.end - usual)
                                                                   for a, b in zip(seq, seq[1:]))) if seq else None,
         time_to_first_update_s=back.end - down if back is not None else None,
-        images_per_sec_before=_images_rate(steps, steps[0].start, down),
-        images_per_sec_during=_images_rate(steps, down, until),
-        images_per_sec_after=_images_rate(steps, back.start, steps[-1].end) if back is not None else None,
+        images_per_sec_before=_rate(ends, steps[0].start, down),
+        images_per_sec_during=_rate(ends, down, until),
+        images_per_sec_after=_rate(ends, back.start, steps[-1].end) if back is not None else None,
         resets=max([sum(1 for e in r.get("elastic_resets") or [] if down <= e["wall"] <= (seq[-1].end if seq else down))
                     for r in task_records if r.get("kind") == "task"] or [0]))
     return entry
-
-
-def _images_rate(steps, start: float, end: float) -> Optional[float]:
-    if end <= start:
-        return None
-    return sum(s.images for s in steps if start < s.end <= end) / (end - start)

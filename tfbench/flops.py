@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional
 
-from tfbench import json_cache, peaks
+from tfbench import elastic_steps, json_cache, peaks
 
 CACHE_ENV = "TFBENCH_FLOPS_CACHE"  # overrides the cache file (tests)
 
@@ -142,8 +142,8 @@ def cluster_summary(cluster: dict, tasks) -> Optional[Dict]:
     if not counted or any("per_step" not in e for e in entries) or not cluster.get("window_s"):
         return None
     done = sum(e["per_step"] * t["num_measured_steps"] for e, t in zip(entries, counted))
-    if any(t.get("step_ranks") is not None for t in counted):  # Horovod elastic: a killed rank's steps
-        done = entries[0]["per_step"] * cluster["images"] / counted[0]["images_per_step"]  # are in no own record
+    if elastic_steps.applies(counted):  # Horovod elastic: a killed rank's steps are in no record of its own
+        done = entries[0]["per_step"] * cluster["images"] / counted[0]["images_per_step"]
     rate = done / cluster["window_s"]
     peak = sum(e.get("peak_flops_per_s") or 0.0 for e in entries)
     known = all(e.get("peak_flops_per_s") for e in entries)

@@ -4,8 +4,9 @@ Ports come from portpicker; one that something else holds is replaced before a s
 task that fails to bind its port restarts the cluster with a fresh one (cluster.supervise
 decides when). Horovod plans run as one horovodrun process whose ranks report progress under
 the ranks' task names (--horovod_elastic: horovodrun's elastic driver, each rank on a loopback
-address of its own, cluster.horovod_elastic). Multi-task runs start inside a private network namespace with only a
-loopback interface (cluster.private_net): their gRPC servers are unreachable from elsewhere.
+address of its own, cluster.horovod_elastic). Multi-task runs start inside a private network
+namespace with only a loopback interface (cluster.private_net): their gRPC servers are
+unreachable from elsewhere.
 """
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ class LocalLauncher(Launcher):
         self.group_command = group_command or default_group_command(run, config)
         self.elastic = bool(config is not None and config.horovod_elastic)
         self.elastic_record: dict = {}
+        self.elastic_hosts: List[str] = []  # worker_i's loopback address, set up with the namespace
         self._ports: Optional[_FreshPorts] = None
         self.key: Optional[str] = None
         self.namespace: Optional[str] = None
@@ -84,7 +86,7 @@ class LocalLauncher(Launcher):
         if not self.namespace:
             raise RuntimeError("--horovod_elastic needs the run's private network namespace (root), where each "
                                "rank gets a loopback address of its own")
-        addresses = horovod_elastic.hosts(len(plan.workers))
+        self.elastic_hosts = addresses = horovod_elastic.hosts(len(plan.workers))
         horovod_elastic.add_addresses(self.namespace, addresses)
         horovod_elastic.write_discovery_script(os.path.join(self.run.path, "horovod"), addresses)
         self.elastic_record = {"hosts": addresses, "blacklist_cooldown_s": list(horovod_elastic.COOLDOWN_S),
@@ -112,7 +114,7 @@ class LocalLauncher(Launcher):
         for spec in plan.tasks:
             env.update(spec.full_env())
         if self.elastic:
-            env[horovod_elastic.HOSTS_ENV] = ",".join(horovod_elastic.hosts(len(plan.workers)))
+            env[horovod_elastic.HOSTS_ENV] = ",".join(self.elastic_hosts)
         cores = tuple(sorted({c for spec in plan.tasks for c in spec.cores}))
         command = self.group_command(plan)
         command = netns_exec.command(self.namespace, command) if self.namespace else command
