@@ -11,7 +11,6 @@ from typing import Callable, List
 
 from cluster.spec import ClusterPlan, TaskSpec
 
-
 # How each launcher would start the commands below.
 WHERE = {
     "local": "as processes of this machine",

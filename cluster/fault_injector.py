@@ -17,8 +17,8 @@ import signal
 import time
 from typing import Callable, Dict, List, Optional
 
-from cluster import progress
-from tfbench.faults import Fault
+from tfbench.config.faults import Fault
+from tfbench.loop import progress
 
 SIGNALS = {"kill": signal.SIGKILL, "hang": signal.SIGSTOP}
 

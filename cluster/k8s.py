@@ -17,19 +17,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import sys
 from typing import Dict, List
 
 import yaml
 from absl import app, flags
 
+import tfbench.config as config_lib
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import make_plan, retarget
-from tfbench import cli
-from tfbench import config as config_lib
-from tfbench import flags as tfbench_flags
 from tfbench.config import RunConfig
-from tfbench.errors import ConfigError
+from tfbench.config import flags as tfbench_flags
+from tfbench.config import helptext as usage
+from tfbench.config.errors import ConfigError
 
 flags.DEFINE_string("out_dir", "k8s", "Directory the manifests are written to.")
 flags.DEFINE_string("image", "tfbench:latest", "Container image with tfbench at --workdir and its requirements.")
@@ -162,19 +161,19 @@ def write(out_dir: str, config: RunConfig, target: Target) -> Dict[str, str]:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        cli.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
+        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = flags.FLAGS
     try:
         config = config_lib.validate(tfbench_flags.config_from_flags(), by_hand=True)
         if config.strategy == "horovod":
             raise ConfigError("cluster.k8s writes TensorFlow clusters; for --strategy=horovod use an MPIJob")
         if not config.run_id:
-            from tfbench.rundir import default_run_id
+            from tfbench.results.rundir import default_run_id
 
             config = config.replace(run_id=default_run_id(config.model, config.strategy, config.num_workers))
         config = config.replace(logdir=RUNS)
     except ConfigError as e:
-        cli.fail_usage(str(e))
+        usage.fail_usage(str(e))
     written = write(fv.out_dir, config, Target(fv.image, fv.workdir, fv.namespace, fv.pvc))
     for path in written.values():
         print(f"tfbench: wrote {path}")
@@ -183,5 +182,9 @@ def main(argv) -> int:
     return 0
 
 
+def help_groups():
+    return usage.names_of(tfbench_flags.GROUPS) + [("Manifests", ["out_dir", "image", "workdir", "namespace", "pvc"])]
+
+
 if __name__ == "__main__":
-    app.run(main, flags_parser=cli.parse_flags)
+    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "cluster.k8s", tfbench_flags.define_flags))

@@ -84,7 +84,8 @@ def plan_network(key: str, n_hosts: int, rate_bps: int = 0, delay_ms: float = 0.
 
 def build(net: Network) -> None:
     """Creates the namespaces, bridge, links, addresses and shaping (cluster.netns.claim first)."""
-    from pyroute2 import NetNS, netns as pr_netns
+    from pyroute2 import NetNS
+    from pyroute2 import netns as pr_netns
 
     for name in net.namespaces:
         pr_netns.create(name)

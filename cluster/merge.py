@@ -12,9 +12,9 @@ import argparse
 import sys
 from typing import Optional
 
-from tfbench import records, table
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results import records, table
+from tfbench.results.rundir import RunDir
 
 
 def existing(run: RunDir) -> Optional[dict]:
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"tfbench: error: nothing to merge in {run.results}: {e}", file=sys.stderr)
             return 1
-        from tfbench.hparams import write_hparams
+        from tfbench.tensorboard.hparams import write_hparams
 
         write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
     print(render(run, record), flush=True)

@@ -1,7 +1,7 @@
 """The end of a run: the monitor's summary, the cluster record merged from the tasks' records,
 and the failure message with the tail of the failed task's log.
 
-Shared by every launcher through cluster.supervise; results already written are never touched,
+Shared by every launcher through cluster.launchers.supervise; results already written are never touched,
 only appended to.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Callable, List, Optional
 
 from cluster import recovery, straggler
 from cluster.status import StatusLine
-from tfbench import records
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results import records
+from tfbench.results.rundir import RunDir
 
 LOG_TAIL_LINES = 20
 

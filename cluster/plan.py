@@ -17,12 +17,12 @@ from typing import Dict, List
 
 from absl import app, flags
 
+import tfbench.config as config_lib
+from cluster.run_setup import prepare_run_dir
 from cluster.topology import make_plan
-from tfbench import cli
-from tfbench import config as config_lib
-from tfbench import flags as tfbench_flags
-from tfbench import usage
-from tfbench.errors import ConfigError
+from tfbench.config import flags as tfbench_flags
+from tfbench.config import helptext as usage
+from tfbench.config.errors import ConfigError
 
 flags.DEFINE_enum("format", "json", ["json", "export"], "json: the whole plan; export: shell lines per task.")
 flags.DEFINE_string("run_dir", "", "Prepare this run directory and print the commands that start each host's tasks.")
@@ -91,7 +91,7 @@ def render_run_commands(plan, run_dir: str) -> str:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        cli.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
+        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     flag_values = flags.FLAGS
     run_dir = os.path.abspath(flag_values.run_dir) if flag_values.run_dir else ""
     try:
@@ -101,11 +101,14 @@ def main(argv) -> int:
         config = config_lib.validate(config, by_hand=True)
         plan = make_plan(config)
     except ConfigError as e:
-        cli.fail_usage(str(e))
+        usage.fail_usage(str(e))
     for warning in plan.warnings:
         print(f"tfbench: warning: {warning}", file=sys.stderr)
     if run_dir:
-        cli.prepare_run_dir(config, plan)
+        try:
+            prepare_run_dir(config, plan)
+        except ConfigError as e:
+            usage.fail_usage(str(e))
         print(render_run_commands(plan, run_dir))
     elif flag_values.format == "export":
         print(render_exports(plan))

@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 
 from cluster import netns, netns_exec
 from tfbench.config import MULTI_TASK_STRATEGIES
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 ISOLATION_FILE = "isolation.json"
 
@@ -31,7 +31,8 @@ def create(run: RunDir) -> Tuple[Optional[str], Optional[str], str]:
     """(key, namespace name, '') once created, else (None, None, why not)."""
     if os.geteuid() != 0:
         return None, None, "not root: creating a network namespace needs CAP_SYS_ADMIN"
-    from pyroute2 import NetNS, netns as pr_netns
+    from pyroute2 import NetNS
+    from pyroute2 import netns as pr_netns
 
     key = netns.open_run(run.path)
     name = netns.ns_name(key, "local")

@@ -2,7 +2,7 @@
 
 A Horovod elastic rank killed: how soon the others went on without it, how long the cluster ran
 no step, when the rank joined again and images/sec before, while it was out and after
-(_rejoined, from the global steps merged by number, tfbench.elastic_steps).
+(_rejoined, from the global steps merged by number, tfbench.measure.elastic_steps).
 
 For each killed task that was restarted (a parameter-server worker): the time until it reported
 ready again and until it finished an update again, and the cluster's images/sec before the fault,
@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench import elastic_steps
+from tfbench.measure import elastic_steps
 
 
 def _ends(task_records: Sequence[dict]) -> List[Tuple[float, float, str, int]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, Sequence, TextIO
 
-from cluster import progress
+from tfbench.loop import progress
 
 PRINT_INTERVAL_S = 5.0
 

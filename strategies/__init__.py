@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
 
 _ADAPTERS = {
     "default": "strategies.default:DefaultAdapter",

@@ -1,7 +1,7 @@
 """The interface every strategy adapter offers the per-task loop.
 
 An adapter owns a tf.distribute strategy (or Horovod), builds the model and optimizer in its
-scope, turns the shared step (tfbench.steps) into a callable that returns once its result is on
+scope, turns the shared step (tfbench.loop.steps) into a callable that returns once its result is on
 the host, and runs the timed loop. Synchronous strategies share SyncAdapter; the parameter-server
 adapter schedules through ClusterCoordinator instead.
 """
@@ -12,8 +12,10 @@ import dataclasses
 from typing import Callable, Dict, List
 
 from strategies import placement
-from tfbench import benchmark, precision, startup, steps
-from tfbench.benchmark import StepTiming
+from tfbench.framework import precision
+from tfbench.loop import benchmark, steps
+from tfbench.loop.benchmark import StepTiming
+from tfbench.measure import startup
 
 
 @dataclasses.dataclass
@@ -66,12 +68,12 @@ class StrategyAdapter(abc.ABC):
     def device_scope(self):
         """Explicit device scope, entered around variable creation and inside the traced step;
         a no-op for strategies that pin each replica to its own device themselves."""
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         return tf.device(self.device)
 
     def build_model(self) -> None:
-        from tfbench.tf_import import keras
+        from tfbench.framework.tf_import import keras
 
         keras.utils.set_random_seed(self.config.seed)
         precision.apply_policy(self.config.precision)  # --precision: before any layer exists
@@ -117,7 +119,7 @@ class SyncAdapter(StrategyAdapter):
 
     def make_step(self) -> Callable[[], object]:
         """A callable running one step; returns once the result is on the host."""
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         strategy, config = self.strategy, self.config
         batches = self._batches()
@@ -147,13 +149,13 @@ class SyncAdapter(StrategyAdapter):
 
     def _batches(self) -> Callable[[], object]:
         """What each step gets: synthetic data is one fixed batch per replica, made once; a real
-        dataset is read on, each replica from its own shard (tfbench.datasets)."""
+        dataset is read on, each replica from its own shard (tfbench.data.datasets)."""
         strategy, config = self.strategy, self.config
         if config.dataset == "synthetic":
             values = strategy.experimental_distribute_values_from_function(
                 lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
             return lambda: values
-        from tfbench import datasets
+        from tfbench.data import datasets
 
         def dataset_fn(ctx):  # a task's local replicas take turns at its pipeline's batches
             return datasets.train_dataset(config, ctx.input_pipeline_id, ctx.num_input_pipelines,
@@ -163,13 +165,13 @@ class SyncAdapter(StrategyAdapter):
         return lambda: next(iterator)
 
     def _replica_batch(self, shard: int):
-        from tfbench.data import batch_for
+        from tfbench.data.synthetic import batch_for
 
         return batch_for(self.config, self.config.batch_size, shard)
 
     def evaluation_hook(self):
         """Held-out evaluation between steps on the task that evaluates (None: no evaluation)."""
-        from tfbench import convergence
+        from tfbench.loop import convergence
 
         self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
                                           self.device) if self.evaluates else None

@@ -19,7 +19,7 @@ DIRECTORY = "checkpoints"
 
 class Checkpoints:
     def __init__(self, adapter, run_path: str):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         self.every, self.total = adapter.config.checkpoint_every, adapter.config.total_steps
         self.shared = os.path.join(run_path, DIRECTORY)
@@ -31,7 +31,7 @@ class Checkpoints:
 
     def restore(self) -> int:
         """The step the latest checkpoint of the run holds (0: none, nothing restored)."""
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         latest = tf.train.latest_checkpoint(self.shared)
         if latest is None:

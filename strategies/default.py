@@ -4,6 +4,6 @@ from strategies.base import SyncAdapter
 
 class DefaultAdapter(SyncAdapter):
     def make_strategy(self):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         return tf.distribute.get_strategy()

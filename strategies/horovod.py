@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from strategies.base import SyncAdapter
-from tfbench import steps
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
+from tfbench.loop import steps
 
 
 def import_horovod():
@@ -19,7 +19,7 @@ def import_horovod():
 
 class HorovodAdapter(SyncAdapter):
     def make_strategy(self):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         self.hvd = import_horovod()
         self.hvd.init()
@@ -42,7 +42,7 @@ class HorovodAdapter(SyncAdapter):
         self.hvd.broadcast_variables(variables, root_rank=0)
 
     def make_step(self) -> Callable[[], object]:
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         hvd, config, model, optimizer = self.hvd, self.config, self.model, self.optimizer
         batches = self._rank_batches()
@@ -70,7 +70,7 @@ class HorovodAdapter(SyncAdapter):
         if self.config.dataset == "synthetic":
             batch = self._replica_batch(self.hvd.rank())
             return lambda: batch
-        from tfbench import datasets
+        from tfbench.data import datasets
 
         iterator = iter(datasets.train_dataset(self.config, self.hvd.rank(), self.hvd.size(), self.config.batch_size))
         return lambda: next(iterator)

@@ -9,15 +9,15 @@ the loop continues from the committed step. Commit and the check for new hosts a
 every step here: that is what elasticity costs, and the step times include it.
 
 Each measured step is recorded with its number and the ranks that took part in it, so that the
-cluster's images can be counted from whichever ranks survived (tfbench.elastic_steps).
+cluster's images can be counted from whichever ranks survived (tfbench.measure.elastic_steps).
 """
 from __future__ import annotations
 
 import time
 from typing import List, Optional
 
-from tfbench import benchmark
-from tfbench.benchmark import StepTiming
+from tfbench.loop import benchmark
+from tfbench.loop.benchmark import StepTiming
 
 
 class ElasticLog:

@@ -8,7 +8,7 @@ from strategies.base import SyncAdapter
 
 class MirroredAdapter(SyncAdapter):
     def make_strategy(self):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         devices = placement.local_devices(self.config, self.config.effective_num_local_devices)
         return tf.distribute.MirroredStrategy(devices=devices)

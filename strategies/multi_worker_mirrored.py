@@ -9,7 +9,7 @@ from strategies.base import SyncAdapter
 
 class MultiWorkerMirroredAdapter(SyncAdapter):
     def make_strategy(self):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         implementation = {
             "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,

@@ -23,13 +23,13 @@ from typing import Dict, List
 
 from strategies import placement, staleness
 from strategies.base import Measurement, StrategyAdapter
-from tfbench.benchmark import StepTiming
-from tfbench.events import EventWriter
+from tfbench.loop.benchmark import StepTiming
+from tfbench.tensorboard.events import EventWriter
 
 
 def serve(task, intra_threads: int, inter_threads: int, on_ready) -> None:
     """A ps or worker task: a gRPC server that the coordinator drives; returns never."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     placement.line_buffered_c_stdout()  # its placer's lines are the coordinator's evidence
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -41,48 +41,15 @@ def serve(task, intra_threads: int, inter_threads: int, on_ready) -> None:
     server.join()
 
 
-def settled(value, variables):
-    """`value`, available only once every earlier write to `variables` is done.
-
-    A step's updates are remote assignments on the ps that nothing downstream reads, so a
-    timestamp would not wait for them. TensorFlow orders ops on one resource in program order:
-    reading each variable afterwards (reduced to a scalar on its own ps, so nothing large
-    travels) makes the value wait for the writes.
-    """
-    from tfbench.tf_import import tf
-
-    marks = []
-    for v in variables:
-        for part in getattr(v, "variables", None) or [v]:  # shards of a ShardedVariable
-            with tf.device(part.device):
-                marks.append(tf.reshape(part.read_value(), [-1])[0])
-    with tf.control_dependencies(marks):
-        return tf.identity(value)
-
-
 IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
             "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
-
-
-def on_this_worker(values):
-    """`values` as outputs of the closure's function, free of the strategy's partial device.
-
-    ParameterServerStrategy runs each replica under "/device:CPU:0" (or GPU:0), which matches
-    every task of the cluster. Without soft placement TensorFlow refuses a function output whose
-    producing op (found through any Identity) names such a spec (PinArgsAndRets). A StopGradient,
-    not an Identity, with no device of its own ends that search: the output then goes to the
-    function's target device, the worker the coordinator dispatched the closure to.
-    """
-    from tfbench.tf_import import tf
-
-    return tf.nest.map_structure(tf.stop_gradient, values)
 
 
 class ParameterServerAdapter(StrategyAdapter):
     """The coordinator's side (the chief task)."""
 
     def make_strategy(self):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         # The remote contexts the strategy creates on workers and ps take this context's config:
         # their placers then log where every op of every function landed, into each task's log:
@@ -116,8 +83,8 @@ class ParameterServerAdapter(StrategyAdapter):
 
     # -- set-up -------------------------------------------------------------------------------
     def _dataset(self):
-        from tfbench.data import batch_for
-        from tfbench.tf_import import tf
+        from tfbench.data.synthetic import batch_for
+        from tfbench.framework.tf_import import tf
 
         config, strategy = self.config, self.strategy
 
@@ -126,7 +93,7 @@ class ParameterServerAdapter(StrategyAdapter):
         def dataset_fn(_context):
             shard = tf.distribute.coordinator.experimental_get_current_worker_index()
             if config.dataset != "synthetic":  # this worker's shard of the real data, read on
-                from tfbench import datasets
+                from tfbench.data import datasets
 
                 return datasets.train_dataset(config, shard, num_workers, config.batch_size).map(
                     lambda x, y: (x, y, tf.cast(shard, tf.int32)))
@@ -143,7 +110,7 @@ class ParameterServerAdapter(StrategyAdapter):
     def _measuring(self) -> None:
         """Between warm-up and the measured steps: count updates from here; the coordinator's
         own op logging stops (the remote placers logged their placements while warming up)."""
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         self.updates_before = self._iterations()
         tf.debugging.set_log_device_placement(self.config.log_device_placement)
@@ -154,7 +121,7 @@ class ParameterServerAdapter(StrategyAdapter):
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
         from strategies import checkpoints, ps_async
-        from tfbench import benchmark
+        from tfbench.loop import benchmark
 
         self.build_model()
         self.initial_weights = self.weights()
@@ -187,7 +154,7 @@ class ParameterServerAdapter(StrategyAdapter):
     def _evaluation_hook(self):
         """Held-out evaluation on the coordinator (real data; None otherwise): it reads the
         weights from the ps between rounds while asynchronous workers keep training."""
-        from tfbench import convergence
+        from tfbench.loop import convergence
 
         self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
                                           "/job:chief/replica:0/task:0/device:CPU:0", pauses_training=self.sync)
@@ -354,7 +321,7 @@ class ParameterServerAdapter(StrategyAdapter):
     def write_worker_events(self, run, measurements: List[Measurement]) -> None:
         """The workers run no Python loop of their own: the coordinator writes their perf series
         (their own update or gradient-push times), on the run's shared step axis."""
-        from tfbench import timeline
+        from tfbench.tensorboard import timeline
 
         origin = timeline.origin(run.path)
         for m in measurements:

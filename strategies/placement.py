@@ -11,7 +11,7 @@ import os
 import re
 from typing import Callable, Dict, Optional
 
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
 
 
 def configure_environment(config) -> None:
@@ -22,7 +22,7 @@ def configure_environment(config) -> None:
 
 def configure_runtime(config, intra_threads: int, inter_threads: int, num_local_devices: int = 0) -> None:
     """After import, before any op runs: threads, soft placement, placement logging, devices."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     if intra_threads:
         tf.config.threading.set_intra_op_parallelism_threads(intra_threads)
@@ -42,7 +42,7 @@ def configure_runtime(config, intra_threads: int, inter_threads: int, num_local_
 
 
 def gpus():
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     return tf.config.list_physical_devices("GPU")
 
@@ -62,7 +62,7 @@ def compute_device(config) -> str:
 
 def local_devices(config, count: int):
     """Device names for MirroredStrategy: GPUs when asked and present, else logical CPUs."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     if config.device == "gpu" and gpus():
         names = [d.name for d in tf.config.list_logical_devices("GPU")]

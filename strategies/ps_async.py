@@ -18,16 +18,16 @@ import collections
 import time
 from typing import List, Optional, Tuple
 
-from tfbench import steps
-from tfbench.benchmark import StepTiming
+from strategies.ps_ops import on_this_worker, settled
+from tfbench.loop import steps
+from tfbench.loop.benchmark import StepTiming
 
 PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
 
 
 def worker_step(adapter):
     """The scheduled function: (iterator) -> dict of the update's worker-side facts."""
-    from strategies.parameter_server import on_this_worker, settled
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
     variables, device, bound = model.trainable_variables, adapter.device, config.ps_staleness_bound
@@ -92,8 +92,7 @@ def worker_step(adapter):
 
 def pull_step(adapter):
     """A closure that only pulls every weight onto its worker: the pull measured on its own."""
-    from strategies.parameter_server import on_this_worker
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     variables, device, strategy = adapter.model.trainable_variables, adapter.device, adapter.strategy
 
@@ -118,7 +117,7 @@ def fetched(value, adapter=None) -> Optional[dict]:
     """A closure's RemoteValue as plain Python numbers; None when its result was lost with its
     worker (a closure's outputs stay on the worker until fetched: a worker killed after the
     closure finished takes them along, though the update was applied), counted in adapter.lost."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     try:
         result = value.fetch()

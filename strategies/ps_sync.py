@@ -22,7 +22,8 @@ import dataclasses
 import time
 from typing import List, Tuple
 
-from tfbench import steps
+from strategies.ps_ops import on_this_worker, settled
+from tfbench.loop import steps
 
 # Scheduling rounds a global step may take before a missing worker is an error, unless the
 # step is still young (a worker restarted after a fault needs seconds to serve again).
@@ -52,7 +53,7 @@ def parts(variable) -> list:
 
 def split_like(gradient, pieces):
     """A whole-variable gradient cut like the variable's shards (along the first axis)."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     if len(pieces) == 1:
         return [gradient]
@@ -63,7 +64,7 @@ class SyncOnPs:
     """Accumulators, the contribution guard and the two functions of a synchronous global step."""
 
     def __init__(self, strategy, coordinator, model, optimizer, config, num_workers: int, device: str):
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         self.strategy, self.coordinator, self.config, self.device = strategy, coordinator, config, device
         self.model, self.optimizer, self.num_workers = model, optimizer, num_workers
@@ -87,8 +88,7 @@ class SyncOnPs:
         self.apply = self._apply()
 
     def _worker_step(self):
-        from strategies.parameter_server import on_this_worker, settled
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         model, config, strategy = self.model, self.config, self.strategy
         global_batch = config.batch_size * self.num_workers
@@ -132,8 +132,7 @@ class SyncOnPs:
         return worker_step
 
     def _apply(self):
-        from strategies.parameter_server import settled
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         learning_rate = float(self.config.learning_rate)
         pairs = [(piece, acc) for var_pieces, accs in zip(self.pieces, self.accumulators)
@@ -156,7 +155,7 @@ class SyncOnPs:
     def run_step(self, iterator, step: int) -> GlobalStep:
         """One global step, timed from scheduling the gradients to the update applied on the ps."""
         from strategies.ps_async import fetched
-        from tfbench.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
         n, schedule = self.num_workers, self.coordinator.schedule
         step_tensor = tf.constant(step, tf.int64)

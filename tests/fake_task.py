@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cluster.progress import write_progress  # noqa: E402
+from tfbench.loop.progress import write_progress  # noqa: E402
 
 
 def setting(name: str, task: str, default: str = "") -> str:
@@ -94,7 +94,7 @@ def run_steps(run_dir: str, name: str, mode: str) -> None:
 
 
 def append_record(run_dir: str, name: str, starts, times) -> None:
-    from tfbench import records
+    from tfbench.results import records
 
     role, index = name.rsplit("_", 1)
     extra = {"affinity": sorted(os.sched_getaffinity(0)), "pid": os.getpid()}

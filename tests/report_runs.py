@@ -4,8 +4,8 @@ cluster rate is B·R/s images/sec (the 5 measured steps of every task start toge
 import json
 import os
 
-from tfbench import records
 from tfbench.config import RunConfig
+from tfbench.results import records
 from tools import aggregate
 from tools.runs import find_runs
 

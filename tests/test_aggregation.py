@@ -18,11 +18,11 @@ TWO_STEPS = ["--num_warmup_steps=1", "--num_steps=1", "--batch_size=4", "--image
 
 def single_device_step(config_dict, initial, shards, steps_run=2):
     """The reference: tfbench's own steps on one device over the shards' batches, concatenated."""
-    from tfbench import steps
     from tfbench.config import RunConfig
-    from tfbench.data import batch_for
+    from tfbench.data.synthetic import batch_for
+    from tfbench.framework.tf_import import tf
+    from tfbench.loop import steps
     from tfbench.models import MODELS
-    from tfbench.tf_import import tf
 
     config = RunConfig.from_dict(config_dict)
     model = MODELS[config.model].build(config.num_classes, config.image_size, config.data_format)

@@ -6,7 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from tfbench import config as config_lib, convergence, datasets
+import tfbench.config as config_lib
+from tfbench.data import datasets
+from tfbench.loop import convergence
+from tfbench.results import table
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
 DIGITS = ["--model=lenet", "--dataset=digits", "--num_classes=10", "--batch_size=32", "--num_warmup_steps=1"]
@@ -40,8 +43,8 @@ def test_shards_are_disjoint_and_batches_full():
 
 
 def test_evaluator_points_and_time_to_accuracy(tmp_path):
+    from tfbench.framework.tf_import import keras
     from tfbench.models import MODELS
-    from tfbench.tf_import import keras
 
     config = config_lib.RunConfig(model="lenet", dataset="digits", num_classes=10, image_size=8,
                                   num_warmup_steps=1, num_steps=4, eval_every=2, target_accuracy=0.01)
@@ -61,7 +64,7 @@ def test_evaluator_points_and_time_to_accuracy(tmp_path):
     events = scalars(str(tmp_path / "tb"))
     assert [e.step for e in events["eval_by_update/accuracy"]] == [1, 3]
     assert len(events["eval/accuracy"]) == 2 and len(events["eval/loss"]) == 2
-    assert "reached in 0.0 s, 1 updates" in convergence.line(summary)
+    assert "reached in 0.0 s, 1 updates" in table.convergence_line(summary)
 
 
 @pytest.mark.slow

@@ -15,12 +15,14 @@ import threading
 import time
 
 import pytest
-from conftest import processes_mentioning
 
-from cluster import launcher, links, netns, netns_exec, progress
+from cluster import links, netns, netns_exec
+from cluster.launchers import launch as launcher
 from cluster.topology import make_plan
-from tfbench import records, rundir
+from conftest import processes_mentioning
 from tfbench.config import RunConfig
+from tfbench.loop import progress
+from tfbench.results import records, rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_TASK = os.path.join(ROOT, "tests", "fake_task.py")
@@ -116,7 +118,8 @@ def test_servers_are_reachable_only_from_the_runs_namespaces(tmp_path):
     the machine's own namespace holds no address of the run's subnet (probing it from there
     would leave the machine through its default route, so it is only inspected)."""
     import psutil
-    from pyroute2 import NetNS, netns as pr_netns
+    from pyroute2 import NetNS
+    from pyroute2 import netns as pr_netns
 
     plan, run, config = setup_run(tmp_path, envs={"worker_0": {"FAKE_MODE": "serve"}, "worker_1": {"FAKE_MODE": "serve"}})
     outsider_key = netns.run_key("outsider")
@@ -173,10 +176,10 @@ def test_task_killed_with_sigkill_leaves_nothing(tmp_path):
 DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[2])
-    from cluster import launcher
+    from cluster.launchers import launch as launcher
     from cluster.spec import ClusterPlan
     from tfbench.config import RunConfig
-    from tfbench.rundir import RunDir
+    from tfbench.results.rundir import RunDir
     run = RunDir(sys.argv[1])
     launcher.run(ClusterPlan.from_dict(run.read_json("plan.json")), run,
                  RunConfig.from_dict(run.read_json("config.json")),

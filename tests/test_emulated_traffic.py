@@ -13,9 +13,8 @@ import os
 
 import pytest
 
-from tfrun import cluster_record, run_tiny
-
 from cluster import links
+from tfrun import cluster_record, run_tiny
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 

@@ -5,7 +5,7 @@ with nothing left running."""
 import pytest
 
 from conftest import TINY, run_cli
-from tfbench import faults
+from tfbench.config import faults
 from tfrun import cluster_record, records, run_tiny
 
 

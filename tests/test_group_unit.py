@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
-from cluster import launcher
+from cluster.launchers import launch as launcher
 from cluster.launchers.base import Launcher, Unit, unit_env
 from cluster.topology import make_plan
 from conftest import processes_mentioning
-from tfbench import records, rundir
 from tfbench.config import RunConfig
+from tfbench.results import records, rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_TASK = os.path.join(ROOT, "tests", "fake_task.py")

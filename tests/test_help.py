@@ -26,7 +26,7 @@ ENTRY_POINTS = {
 
 
 def test_every_run_config_field_is_a_declared_flag():
-    from tfbench import flags as tfbench_flags
+    from tfbench.config import flags as tfbench_flags
 
     assert sorted(tfbench_flags.flag_names()) == sorted(f.name for f in dataclasses.fields(RunConfig))
 

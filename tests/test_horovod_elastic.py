@@ -7,10 +7,12 @@ import subprocess
 
 import pytest
 
+import tfbench.config as config_lib
 from cluster import horovod_elastic, recovery
 from cluster.spec import ClusterPlan, TaskSpec
-from tfbench import config as config_lib, elastic_steps, records, table
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
+from tfbench.measure import elastic_steps
+from tfbench.results import records, table
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
 ELASTIC = ("--strategy=horovod", "--num_workers=2", "--horovod_elastic")
@@ -164,11 +166,11 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
 
 
 def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
-    from tfbench import cli
+    from cluster import preflight
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError, match="--horovod_elastic needs root"):
-        cli.check_elastic_root()
+        preflight.check_elastic_root()
 
 
 @pytest.mark.slow
@@ -180,8 +182,8 @@ def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
     import sys
     import time
 
-    from cluster import progress
     from conftest import ROOT, TINY, processes_mentioning
+    from tfbench.loop import progress
 
     run = os.path.join(logdir, "killed")
     launcher = subprocess.Popen([sys.executable, "-m", "tfbench", *TINY, f"--logdir={logdir}", "--run_id=killed",
@@ -206,7 +208,7 @@ def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
 
 
 def test_tensorboard_layout_of_an_elastic_run_charts_the_ranks_in_each_step():
-    from tfbench import tb_layout
+    from tfbench.tensorboard import layout as tb_layout
 
     def titles(elastic):
         return [chart.title for chart in tb_layout.layout("r", elastic).category[0].chart]

@@ -3,13 +3,13 @@ Kubeflow training operator and Kubernetes expect, and every pod's TF_CONFIG (set
 or built from the pod index) round-trips through TFConfigClusterResolver to the plan's task.
 No Kubernetes cluster was available to run them here; these tests check the manifests only."""
 import json
-import os
 
 import pytest
 import yaml
 
-from cluster import k8s, resolved_task
+from cluster import k8s
 from cluster.k8s_index import tf_config_for_index
+from cluster.launchers import resolved_task
 from cluster.spec import ClusterPlan
 from conftest import run_cli
 from tfbench.config import RunConfig
@@ -24,7 +24,7 @@ MWMS = RunConfig(model="tiny", image_size=16, strategy="multi_worker_mirrored", 
 @pytest.fixture
 def resolver_for(monkeypatch):
     """TFConfigClusterResolver reads TF_CONFIG on every call: it stays set until the next pod's."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     def resolve(tf_config):
         monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import run_cli
 from tfbench.config import RunConfig, validate
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
 
 
 def check(tmp_path, **kw):

@@ -15,14 +15,15 @@ import threading
 import time
 
 import pytest
-from conftest import processes_mentioning
 
-from cluster import launcher, progress
+from cluster.launchers import launch as launcher
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine
 from cluster.topology import make_plan
-from tfbench import records, rundir
+from conftest import processes_mentioning
 from tfbench.config import RunConfig
+from tfbench.loop import progress
+from tfbench.results import records, rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_TASK = os.path.join(ROOT, "tests", "fake_task.py")
@@ -157,10 +158,10 @@ def test_deadline_ends_the_run(tmp_path):
 DRIVER = textwrap.dedent("""
     import json, signal, sys
     sys.path.insert(0, sys.argv[2])
-    from cluster import launcher
+    from cluster.launchers import launch as launcher
     from cluster.spec import ClusterPlan
     from tfbench.config import RunConfig
-    from tfbench.rundir import RunDir
+    from tfbench.results.rundir import RunDir
     run = RunDir(sys.argv[1])
     result = launcher.run(ClusterPlan.from_dict(run.read_json("plan.json")),
                           run, RunConfig.from_dict(run.read_json("config.json")),

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from tfbench import memory
 from tfbench.config import RunConfig
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
+from tfbench.measure import memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = {"params": 1_000_000, "activation_floats": 2_000_000, "largest_floats": 100_000}

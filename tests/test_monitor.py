@@ -15,11 +15,11 @@ from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from cluster.topology import make_plan
-from tfbench import rundir
 from tfbench.config import RunConfig
-from tfbench.hparams import write_hparams
 from tfbench.monitor import Monitor, NullMonitor, monitor_factory
 from tfbench.monitor.gpu import GpuSampler
+from tfbench.results import rundir
+from tfbench.tensorboard.hparams import write_hparams
 
 SYS_TAGS = {"sys/cpu_percent", "sys/cpu_percent_normalized", "sys/rss_mb", "sys/peak_rss_mb",
             "sys/threads", "sys/net_tx_kbps", "sys/net_rx_kbps", "sys/net_tx_mb_total",

@@ -7,10 +7,10 @@ import time
 import pytest
 
 from cluster.topology import make_plan
-from tfbench import rundir
 from tfbench.config import RunConfig
 from tfbench.monitor import Monitor
 from tfbench.monitor.netstat import SocketTraffic
+from tfbench.results import rundir
 
 UP = 8 * 2 ** 20  # client -> server
 DOWN = 3 * 2 ** 20  # server -> client

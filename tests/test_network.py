@@ -5,13 +5,13 @@ import os
 
 import pytest
 
+import tfbench.config as config_lib
 from cluster import links, netns
 from cluster.topology import emulated_hosts, make_plan, with_hosts
 from conftest import run_cli
-from tfbench import config as config_lib
 from tfbench.config import ConfigError, RunConfig, link_rate_bps, validate
 from tfbench.monitor import host_links
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 
 @pytest.mark.parametrize("value,bps", [("", 0), ("1gbe", 10 ** 9), ("10GbE", 10 ** 10), ("fdr_ib", 56 * 10 ** 9),
@@ -115,7 +115,7 @@ def test_custom_scalars_layout_reads_back(tmp_path):
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.plugins.custom_scalar import layout_pb2, metadata
 
-    from tfbench.tb_layout import write_layout
+    from tfbench.tensorboard.layout import write_layout
 
     run = RunDir(str(tmp_path / "my-run"))
     os.makedirs(run.tb_dir)

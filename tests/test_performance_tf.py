@@ -10,8 +10,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_flops_of_layers_equal_the_hand_count():
-    from tfbench import flops
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
+    from tfbench.measure import flops
 
     k, n = 64, 10
     dense = flops.count_model(lambda: keras.Sequential([keras.Input((k,)), keras.layers.Dense(n, use_bias=False)]),
@@ -33,7 +33,7 @@ def test_flops_of_layers_equal_the_hand_count():
 
 
 def test_flops_per_image_of_the_registered_models_are_cached(tmp_path, monkeypatch):
-    from tfbench import flops
+    from tfbench.measure import flops
 
     monkeypatch.setenv(flops.CACHE_ENV, str(tmp_path / "flops.json"))
     tiny = flops.per_image("tiny", 16, 10)
@@ -55,10 +55,11 @@ def test_peak_tool_measures_positive_gemm_rates_on_a_small_matrix():
 
 def _train_losses(precision_name: str, steps_to_run: int = 15):
     """Losses of repeated training steps on one fixed batch of the tiny model at `precision_name`."""
-    from tfbench import precision, steps
-    from tfbench.data import synthetic_batch
+    from tfbench.data.synthetic import synthetic_batch
+    from tfbench.framework import precision
+    from tfbench.framework.tf_import import keras, tf
+    from tfbench.loop import steps
     from tfbench.models import MODELS
-    from tfbench.tf_import import keras, tf
 
     keras.utils.set_random_seed(0)
     precision.apply_policy(precision_name)
@@ -89,7 +90,7 @@ def test_mixed_precision_training_step_is_numerically_sane(name, compute):
 
 
 def test_run_records_startup_phases_in_order_and_flops(logdir):
-    from tfbench import startup
+    from tfbench.measure import startup
 
     out, run_dir = run_tiny(logdir, "perf")
     (task,) = task_records(run_dir).values()

@@ -18,8 +18,8 @@ import sys
 import pytest
 
 from tests.report_runs import monitor_samples, write_run
-from tfbench import records
 from tfbench.config import RunConfig
+from tfbench.results import records
 from tools import aggregate, report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,8 +1,8 @@
 """Resource figures cover the measured window, not the whole process (DESIGN.md)."""
 import pytest
 
-from tfbench import records
-from tfbench.monitor.window import measured_window, task_window
+from tfbench.measure.window import measured_window, task_window
+from tfbench.results import records
 
 
 def _samples(task, role, times, cpu, tx):

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from cluster import resolved_task
+from cluster.launchers import resolved_task
 from cluster.slurm import resolver as slurm_resolver
 from cluster.topology import make_plan
 from tfbench.config import RunConfig
@@ -25,7 +25,7 @@ def srun_env(monkeypatch, rank, nodelist="n[1-2]", tasks_per_node="2(x2)", num_t
 
 
 def test_shipped_resolver_fails_on_cpu_only_nodes(monkeypatch):
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     srun_env(monkeypatch, 0)
     if shutil.which("nvidia-smi") is None:

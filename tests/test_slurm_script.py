@@ -1,10 +1,9 @@
 """The sbatch script tfbench writes, and the srun steps of a run: resources from the topology,
 optional partition, time and account; node monitors, then every task in one step."""
-import sys
 
 from cluster.slurm import batch, steps
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 RUN = RunDir("/shared/runs/r1")
 

@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from tfbench import records, stats
+from tfbench.measure import stats
+from tfbench.results import records
 
 
 def test_step_time_stats_known_values():

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tfbench import timeline
+from tfbench.tensorboard import timeline
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from tfbench import records
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
+from tfbench.results import records
 from tools import grid as grid_lib
 from tools import sweep
 from tools.sweep_state import SweepDir
@@ -24,9 +24,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE = textwrap.dedent(f"""
     import json, os, sys, time
     sys.path.insert(0, {REPO!r})
-    from tfbench import rundir  # light imports only: the fake must start fast
+    from tfbench.results import rundir  # light imports only: the fake must start fast
     from tfbench.config import RunConfig
-    from tfbench.errors import ConfigError
+    from tfbench.config.errors import ConfigError
     from tools.grid import coerce
 
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:])

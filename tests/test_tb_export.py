@@ -9,7 +9,7 @@ import numpy as np
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.util import tensor_util
 
-from tfbench.events import EventWriter
+from tfbench.tensorboard.events import EventWriter
 from tools import tb_export
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

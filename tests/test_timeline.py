@@ -1,7 +1,7 @@
-"""One TensorBoard step axis for every series of a run (tfbench.timeline)."""
+"""One TensorBoard step axis for every series of a run (tfbench.tensorboard.timeline)."""
 import os
 
-from tfbench import timeline
+from tfbench.tensorboard import timeline
 
 
 def test_steps_are_milliseconds_since_config_was_written(tmp_path):

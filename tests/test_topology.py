@@ -19,7 +19,7 @@ def resolve(task):
     """(task type, task index, cluster spec) as TensorFlow's TFConfigClusterResolver reads them."""
     import os
 
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     os.environ["TF_CONFIG"] = json.dumps(task.tf_config)
     try:

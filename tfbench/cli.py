@@ -11,10 +11,14 @@ import time
 
 from absl import app, flags
 
-from tfbench import config as config_lib
-from tfbench import flags as tfbench_flags
-from tfbench import records, startup, usage
-from tfbench.errors import ConfigError
+import tfbench.config as config_lib
+from cluster import preflight
+from tfbench.config import flags as tfbench_flags
+from tfbench.config import helptext as usage
+from tfbench.config.errors import ConfigError
+from tfbench.config.helptext import fail_usage
+from tfbench.measure import startup
+from tfbench.results import records
 
 FLAGS = flags.FLAGS
 
@@ -27,11 +31,6 @@ usage: python -m tfbench [--flag=value ...]
 --dry_run prints what would start; results go to <logdir>/<run_id>/ (see README.md)."""
 
 
-def fail_usage(message: str) -> None:
-    print(f"tfbench: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
 def _define() -> None:
     tfbench_flags.define_flags()
     tfbench_flags.define_command_flags()
@@ -42,56 +41,18 @@ parse_flags = usage.parser(USAGE, usage.tfbench_groups, "tfbench", _define)
 
 def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
-    if config.strategy == "horovod":
-        check_horovod()
-    if config.horovod_elastic:
-        check_elastic_root()
-    if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
-        check_slurm()
-    if config.network == "emulated":
-        check_namespaces(config)
+    preflight.check_machine(config)
     if not config.run_id:
-        from tfbench.rundir import default_run_id
+        from tfbench.results.rundir import default_run_id
 
         config = config.replace(run_id=default_run_id(config.model, config.strategy, config.num_workers))
     return config
 
 
-def check_horovod() -> None:
-    import importlib.util
-
-    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    if importlib.util.find_spec("horovod") is None or not os.path.exists(horovodrun):
-        raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
-
-
-def check_elastic_root() -> None:
-    if os.geteuid() != 0:
-        raise ConfigError("--horovod_elastic needs root: each rank gets a loopback address of its own in a private "
-                          "network namespace (README: Faults and recovery)")
-
-
-def check_slurm() -> None:
-    import shutil
-
-    missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
-    if missing:
-        raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
-
-
-def check_namespaces(config) -> None:
-    """Network namespaces, tbf and (for --link_latency) netem must work here before anything starts."""
-    from cluster import netns
-
-    problem = netns.support_error(want_delay=config.link_latency > 0)
-    if problem:
-        raise ConfigError(problem)
-
-
 def check_memory(config, plan, in_process: bool) -> None:
     """Every task of a local or emulated run lives on this machine: refuse a run whose estimated
     memory exceeds what is available (Slurm's nodes are not this machine: not checked)."""
-    from tfbench import memory
+    from tfbench.measure import memory
 
     memory.check(config, [t.role for t in plan.tasks], in_process=in_process)
 
@@ -121,8 +82,8 @@ def main(argv) -> int:
 def dry_run(config, plan) -> int:
     """Prints every task that would start; starts nothing and writes nothing."""
     from cluster import dry_run as dry_run_lib
-    from cluster import launcher
-    from tfbench.rundir import RunDir
+    from cluster.launchers import launch as launcher
+    from tfbench.results.rundir import RunDir
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
     where = "slurm" if config.launcher == "slurm" else config.network
@@ -148,11 +109,15 @@ def private_monitor(run, plan, config):
 
 
 def launch(config, plan) -> int:
-    from cluster import launcher
-    from tfbench import table
-    from tfbench.hparams import write_hparams
+    from cluster.launchers import launch as launcher
+    from cluster.run_setup import prepare_run_dir
+    from tfbench.results import table
+    from tfbench.tensorboard.hparams import write_hparams
 
-    run = prepare_run_dir(config, plan)
+    try:
+        run = prepare_run_dir(config, plan)
+    except ConfigError as e:
+        fail_usage(str(e))
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
     hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
     monitor = private_monitor
@@ -170,22 +135,6 @@ def launch(config, plan) -> int:
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
-
-
-def prepare_run_dir(config, plan):
-    """Creates the run directory with the config, plan and environment every task reads."""
-    from tfbench import environment, rundir
-    from tfbench.tb_layout import write_layout
-
-    try:
-        run = rundir.create(config.logdir, config.run_id)
-    except ConfigError as e:
-        fail_usage(str(e))
-    run.write_json("config.json", config.to_dict())
-    run.write_json("plan.json", plan.to_dict())
-    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
-    write_layout(run, elastic=config.horovod_elastic)
-    return run
 
 
 def window_traffic_hook(config):

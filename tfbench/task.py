@@ -11,12 +11,15 @@ import os
 import sys
 import traceback
 
-from cluster import horovod_elastic, progress, resolved_task
+from cluster import horovod_elastic
+from cluster.launchers import resolved_task
 from cluster.spec import ClusterPlan, TaskSpec
-from tfbench import records, startup
 from tfbench.config import RunConfig
-from tfbench.errors import ConfigError
-from tfbench.rundir import RunDir
+from tfbench.config.errors import ConfigError
+from tfbench.loop import progress
+from tfbench.measure import startup
+from tfbench.results import records
+from tfbench.results.rundir import RunDir
 
 DUMP_WEIGHTS_ENV = "TFBENCH_DUMP_WEIGHTS"  # path: save initial/final weights (aggregation tests)
 
@@ -93,8 +96,7 @@ def main(argv=None) -> int:
 
 def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) -> None:
     from strategies import placement
-
-    from tfbench.tf_import import tf  # noqa: F401  (after the environment is prepared)
+    from tfbench.framework.tf_import import tf  # noqa: F401  (after the environment is prepared)
 
     startup.mark("tf_imported")
 
@@ -114,7 +116,7 @@ def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) 
 
 def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec, ready) -> None:
     import strategies
-    from tfbench.benchmark import Profiler, Reporter
+    from tfbench.loop.benchmark import Profiler, Reporter
 
     adapter = strategies.create(config, task, plan)
     startup.mark("strategy_ready")
@@ -154,7 +156,7 @@ def resolved_host(task: TaskSpec, spec: TaskSpec) -> str:
 def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec, m) -> dict:
     """Start-up phases of this process, and the FLOP/s measured against the peak of the cores
     that did the work (a parameter-server worker's own cores, not the coordinator's)."""
-    from tfbench import flops
+    from tfbench.measure import flops
 
     cores = task.cores
     if m.role == "worker" and task.role == "chief":

@@ -2,7 +2,7 @@
 
 A point is one configuration; its repeats are runs whose configs differ only in bookkeeping
 (run id, logdir, seed, monitoring, deadlines). Numbers follow DESIGN.md and come from
-tfbench.stats, so a report can never disagree with what tfbench printed.
+tfbench.measure.stats, so a report can never disagree with what tfbench printed.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench import stats
 from tfbench.config import STRATEGIES, effective_num_local_devices, effective_num_ps
+from tfbench.measure import stats
 from tools.runs import Run
 
 # Config keys that do not change what was measured.

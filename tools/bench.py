@@ -18,7 +18,7 @@ from typing import List, Optional, Tuple
 
 from absl import app, flags
 
-from tfbench import usage
+from tfbench.config import helptext as usage
 from tools import bench_overhead
 
 flags.DEFINE_integer("scaling_image_size", 112, "Image side of the 2-vs-1-worker runs (ResNet50).")

@@ -16,7 +16,7 @@ import tempfile
 
 from absl import app, flags
 
-from tfbench import usage
+from tfbench.config import helptext as usage
 
 flags.DEFINE_integer("image_size", 112, "Image side.")
 flags.DEFINE_integer("batch_size", 16, "Batch size.")

@@ -2,7 +2,7 @@
 accuracy and time to the target accuracy, and plots of accuracy against training time and against
 updates (one panel per worker count and straggler, one line per way of training).
 
-It reads the fields the cluster record lifts from the tasks (tfbench.records.training_dynamics)
+It reads the fields the cluster record lifts from the tasks (tfbench.results.records.training_dynamics)
 and appears only when some point has them (parameter-server runs, or runs on real data).
 """
 from __future__ import annotations
@@ -18,7 +18,6 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 from tools.aggregate import Point, order_key  # noqa: E402
 from tools.summary import fmt, table  # noqa: E402
-
 
 
 def way(config: Dict) -> str:

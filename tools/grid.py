@@ -10,8 +10,9 @@ import dataclasses
 import itertools
 from typing import Any, Dict, List, Tuple
 
-from tfbench import config as config_lib
-from tfbench.errors import ConfigError
+import tfbench.config as config_lib
+from cluster import preflight
+from tfbench.config.errors import ConfigError
 
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
 # repeats of one point are spread over the sweep rather than measured back to back.
@@ -202,9 +203,7 @@ def _rejection(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> st
     try:
         config = config_lib.validate(config_lib.RunConfig(**{**values, **fixed, "logdir": logdir}))
         if config.strategy == "horovod":
-            from tfbench.cli import check_horovod  # the CLI module; only Horovod points need it
-
-            check_horovod()
+            preflight.check_horovod()
     except ConfigError as e:
         return str(e)
     return ""

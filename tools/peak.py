@@ -3,7 +3,7 @@
 A chain of n x n matrix products (2·n³ FLOPs each) runs in one tf.function until at least
 --min_time seconds have passed; the best of --trials is kept. All cores and one core are each
 measured in a process of their own (threads are fixed before TensorFlow starts). The result is
-cached (tfbench.peaks, ~/.cache/tfbench/peak.json) keyed by CPU model, core count and TensorFlow
+cached (tfbench.measure.peaks, ~/.cache/tfbench/peak.json) keyed by CPU model, core count and TensorFlow
 version: runs read it into environment.json and never re-measure. --refresh measures again.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ import time
 
 from absl import app, flags
 
-from tfbench import peaks, usage
+from tfbench.config import helptext as usage
+from tfbench.measure import peaks
 
 flags.DEFINE_integer("size", 2048, "Side n of the square matrices.")
 flags.DEFINE_float("min_time", 1.0, "Seconds each timed trial runs at least.")
@@ -37,7 +38,7 @@ def gemm_flops_per_s(precision: str, n: int, device: str = "/device:CPU:0", min_
     Each product feeds the next (so no two are alike and none can be merged or skipped); the
     right factor has mean 1/n so that values neither vanish nor overflow, even in fp16.
     """
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     dtype = getattr(tf, DTYPES[precision])
     with tf.device(device):
@@ -68,7 +69,7 @@ def measure_here(threads: int, dtypes, n: int, min_time: float, trials: int) -> 
     """In this process: pin `threads` cores, then measure each dtype (and the GPU if any)."""
     cores = sorted(os.sched_getaffinity(0))[:threads]
     os.sched_setaffinity(0, cores)
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -88,7 +89,7 @@ def measure_in_subprocess(threads: int) -> dict:
 
 
 def native_bf16() -> bool:
-    from tfbench import precision
+    from tfbench.framework import precision
 
     return precision.cpu_has_bf16()
 

@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence
 
 from absl import app, flags
 
-from tfbench import usage
+from tfbench.config import helptext as usage
 from tools import aggregate, convergence_report, network_plots, plots, recovery_report, results_csv, summary
 from tools.runs import Run, find_runs, read_monitor
 from tools.sweep_state import FAILED, find_sweep

@@ -10,7 +10,7 @@ import dataclasses
 import os
 from typing import Dict, Iterable, List, Sequence
 
-from tfbench import config as config_lib
+import tfbench.config as config_lib
 from tools.aggregate import rate_interval
 from tools.runs import Run
 

@@ -10,8 +10,9 @@ import json
 import os
 from typing import Dict, List, Optional
 
-from tfbench import config as config_lib
-from tfbench import records, stats
+import tfbench.config as config_lib
+from tfbench.measure import stats
+from tfbench.results import records
 
 MONITOR_FILE = "monitor.jsonl"
 CONFIG_FILE = "config.json"

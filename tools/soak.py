@@ -22,7 +22,7 @@ import yaml
 from absl import app, flags
 
 from cluster import netns
-from tfbench import usage
+from tfbench.config import helptext as usage
 
 FLAGS = flags.FLAGS
 TINY = ["--model=tiny", "--image_size=16", "--num_classes=10", "--batch_size=4", "--num_warmup_steps=1",

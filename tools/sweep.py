@@ -24,8 +24,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import yaml
 from absl import app, flags
 
-from tfbench import usage
-from tfbench.errors import ConfigError
+from tfbench.config import helptext as usage
+from tfbench.config.errors import ConfigError
 from tools import grid as grid_lib
 from tools import report
 from tools.runs import load_run

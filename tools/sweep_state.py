@@ -12,7 +12,7 @@ import json
 import os
 from typing import Dict, List, Optional
 
-from tfbench import records
+from tfbench.results import records
 
 DONE = "done"
 FAILED = "failed"

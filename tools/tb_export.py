@@ -2,7 +2,7 @@
 
 Every scalar of every TensorBoard event file below <dir> as CSV rows (run, tag, step, wall_time,
 value), for analysis outside TensorBoard. "run" is the event directory relative to <dir>, as
-TensorBoard names runs. Both scalar forms are read: simple values (what tfbench.events writes)
+TensorBoard names runs. Both scalar forms are read: simple values (what tfbench.tensorboard.events writes)
 and scalar-plugin tensors (what tf.summary.scalar writes). Default --out: <dir>/scalars.csv;
 --out=- writes to stdout. Exit code 0 when scalars were written, 1 when none was found, 2 on bad input.
 """
@@ -25,7 +25,7 @@ sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.
 from tensorboard.backend.event_processing import event_accumulator  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
-from tfbench import usage  # noqa: E402
+from tfbench.config import helptext as usage  # noqa: E402
 
 FLAGS = flags.FLAGS
 COLUMNS = ("run", "tag", "step", "wall_time", "value")

@@ -1,1 +1,1 @@
-"""Launchers, one module each behind cluster.launchers.base.Launcher; cluster.supervise runs them."""
+"""Launchers, one module each behind cluster.launchers.base.Launcher; cluster.launchers.supervise runs them."""

@@ -1,7 +1,7 @@
-"""The launcher interface: how a plan's processes are placed, while cluster.supervise watches them.
+"""The launcher interface: how a plan's processes are placed, while cluster.launchers.supervise watches them.
 
 A launcher turns a ClusterPlan into Units (one process each) and owns whatever the run needs
-around them (namespaces and links, a rendezvous server, a batch allocation). cluster.supervise
+around them (namespaces and links, a rendezvous server, a batch allocation). cluster.launchers.supervise
 calls, in this order:
 
     plan = launcher.setup(plan)             once, before anything starts; may rewrite the plan
@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from cluster import teardown
 from cluster.spec import ClusterPlan, TaskSpec
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 HOROVOD_GROUP = "horovodrun"
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -18,7 +18,7 @@ from cluster.launchers.base import Launcher, TaskCommand, Unit
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import with_hosts
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 NETWORK_FILE = "network.json"
 MEASURE_S = 0.6

@@ -1,7 +1,7 @@
 """The local launcher: every task a process of this machine, talking over loopback.
 
 Ports come from portpicker; one that something else holds is replaced before a start, and a
-task that fails to bind its port restarts the cluster with a fresh one (cluster.supervise
+task that fails to bind its port restarts the cluster with a fresh one (cluster.launchers.supervise
 decides when). Horovod plans run as one horovodrun process whose ranks report progress under
 the ranks' task names (--horovod_elastic: horovodrun's elastic driver, each rank on a loopback
 address of its own, cluster.horovod_elastic). Multi-task runs start inside a private network
@@ -21,7 +21,7 @@ from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, u
 from cluster.ports import is_local, port_is_free
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import with_new_ports
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 GroupCommand = Callable[[ClusterPlan], List[str]]
 MAX_PORT_CHECKS = 3

@@ -22,7 +22,7 @@ from cluster.slurm import batch, steps
 from cluster.slurm import horovod as slurm_horovod
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 
 def inside_allocation() -> bool:

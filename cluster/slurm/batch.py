@@ -14,7 +14,7 @@ from typing import Dict, Optional
 from cluster.slurm import steps
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 SCRIPT = "slurm.sbatch"
 JOB_ID_FILE = "tasks/slurm.jobid"

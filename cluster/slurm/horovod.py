@@ -18,7 +18,7 @@ import psutil
 from cluster import cores as cores_lib
 from cluster import horovod_gloo
 from cluster.spec import ClusterPlan, TaskSpec
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
 
 RENDEZVOUS_ENV = "TFBENCH_HOROVOD_RENDEZVOUS"
 

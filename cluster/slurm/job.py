@@ -13,7 +13,7 @@ import sys
 import time
 
 from cluster.slurm import batch
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 
 def main(argv=None) -> int:

@@ -21,12 +21,12 @@ from typing import Dict, Optional
 
 import psutil
 
-from cluster import progress
 from cluster.slurm.steps import DONE_FILE
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
+from tfbench.loop import progress
 from tfbench.monitor.output import HOST, WORKERS_MEAN
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 POLL_S = 0.5
 STOP_WAIT_S = 15.0

@@ -37,7 +37,7 @@ def jobs_of(plan: ClusterPlan) -> Dict[str, int]:
 
 
 def _resolver_class():
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     class CpuSlurmClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         """SlurmClusterResolver that neither calls nvidia-smi nor needs a GPU per task."""

@@ -18,7 +18,7 @@ from cluster.slurm.resolver import PORT_BASE_ENV
 from cluster.spec import ClusterPlan
 from cluster.topology import make_plan
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLACEHOLDER_HOST = "slurm-node"  # Slurm picks the nodes; tasks learn their address at start-up

@@ -19,7 +19,7 @@ def first_conv(image_size: int):
 
 
 def alexnet(num_classes: int, image_size: int, data_format: str = "NHWC"):
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
 
     layers = keras.layers
     fmt = keras_data_format(data_format)

@@ -15,7 +15,7 @@ def input_shape(image_size: int, data_format: str):
 @contextlib.contextmanager
 def image_data_format(data_format: str):
     """keras.applications reads the global image format; set it only while building."""
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
 
     previous = keras.backend.image_data_format()
     keras.backend.set_image_data_format(keras_data_format(data_format))

@@ -3,7 +3,7 @@ from tfbench.models.layout import image_data_format, input_shape
 
 
 def resnet50(num_classes: int, image_size: int, data_format: str = "NHWC"):
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
 
     with image_data_format(data_format):
         return keras.applications.ResNet50(

@@ -3,7 +3,7 @@ from tfbench.models.layout import input_shape, keras_data_format
 
 
 def tiny(num_classes: int, image_size: int, data_format: str = "NHWC"):
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
 
     fmt = keras_data_format(data_format)
     return keras.Sequential(

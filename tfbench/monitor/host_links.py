@@ -14,9 +14,9 @@ import json
 import os
 from typing import Dict, List, Optional, Tuple
 
-from tfbench.events import EventWriter
 from tfbench.monitor.host import kbps
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
+from tfbench.tensorboard.events import EventWriter
 
 NETWORK_FILE = "network.json"
 LINKS_FILE = "links.jsonl"

@@ -14,8 +14,6 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
-from cluster.spec import ClusterPlan
-from tfbench import timeline
 from tfbench.config import RunConfig
 from tfbench.monitor import netstat
 from tfbench.monitor.gpu import GpuSampler
@@ -24,14 +22,15 @@ from tfbench.monitor.host_links import HostLinks
 from tfbench.monitor.netstat import Counts, NetSource
 from tfbench.monitor.output import MonitorOutput
 from tfbench.monitor.series import HostSeries, TaskSeries, workers_mean
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
+from tfbench.tensorboard import timeline
 
 log = logging.getLogger(__name__)
 _JOIN_TIMEOUT_S = 5.0
 
 
 class Monitor:
-    def __init__(self, run: RunDir, plan: ClusterPlan, config: RunConfig,
+    def __init__(self, run: RunDir, plan, config: RunConfig,
                  net_source_factory: Callable[[], Optional[NetSource]] = netstat.default_source,
                  gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create):
         self._run = run
@@ -216,5 +215,5 @@ class NullMonitor:
         return {}
 
 
-def monitor_factory(run: RunDir, plan: ClusterPlan, config: RunConfig):
+def monitor_factory(run: RunDir, plan, config: RunConfig):
     return Monitor(run, plan, config) if config.monitor else NullMonitor()

@@ -1,7 +1,7 @@
 """Writes monitor records as TensorBoard events and as monitor.jsonl in the run directory.
 
 Events use the sample's wall time and, as step, milliseconds since the run began
-(tfbench.timeline), the same axis as the tasks' step-time events. Each task's series goes to tb/<task>/ next to its step times;
+(tfbench.tensorboard.timeline), the same axis as the tasks' step-time events. Each task's series goes to tb/<task>/ next to its step times;
 the workers' series are also averaged into tb/workers_mean/, while ps and the coordinator keep
 only their own directories (DESIGN.md). Files carry a ".sys" suffix; TensorBoard follows
 several live files in one directory with --reload_multifile=true.
@@ -13,9 +13,9 @@ import re
 import threading
 from typing import Dict, List
 
-from tfbench.events import EventWriter
 from tfbench.monitor.series import MB
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
+from tfbench.tensorboard.events import EventWriter
 
 MONITOR_FILE = "monitor.jsonl"
 WORKERS_MEAN = "workers_mean"

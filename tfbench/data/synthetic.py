@@ -7,7 +7,7 @@ distributed step and a single-device step on the concatenated global batch see t
 """
 from __future__ import annotations
 
-from tfbench.tf_import import tf
+from tfbench.framework.tf_import import tf
 
 
 def synthetic_batch(batch_size: int, image_size: int, source_image_size: int, num_classes: int,

@@ -5,7 +5,7 @@ classes). A fixed 20% (seeded, stratified by class) is held out for evaluation; 
 training set, sharded between the workers (shard i of N takes every N-th image) so that workers
 see disjoint data, as in the studies. Images are scaled to [0, 1], resized to --image_size and
 given three identical channels so that every tfbench model takes them. The synthetic default
-lives in tfbench.data.
+lives in tfbench.data.synthetic.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import functools
 from typing import Tuple
 
 DATASETS = {
-    "synthetic": "uniform noise of ImageNet-like shape, made before timing (tfbench.data); no accuracy",
+    "synthetic": "uniform noise of ImageNet-like shape, made before timing (tfbench.data.synthetic); no accuracy",
     "digits": "scikit-learn's handwritten digits: 1,797 grey 8x8 images, 10 classes, 20% held out",
 }
 NUM_CLASSES = {"digits": 10}
@@ -40,7 +40,7 @@ def arrays(name: str, image_size: int) -> Tuple:
 def _resized(images, image_size: int):
     import numpy as np
 
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     with tf.init_scope():  # eagerly, even when first called while a dataset function is traced
         out = tf.image.resize(images, [image_size, image_size], method="bilinear") \
@@ -50,7 +50,7 @@ def _resized(images, image_size: int):
 
 def train_dataset(config, shard: int, num_shards: int, batch_size: int):
     """An endless tf.data pipeline of shard `shard` (of `num_shards`), reshuffled every epoch, in full batches of `batch_size` (a batch may span two epochs)."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     x, y, _, _ = arrays(config.dataset, config.image_size)
     data = tf.data.Dataset.from_tensor_slices((x, y)).shard(num_shards, shard)  # shard: an int or a tensor

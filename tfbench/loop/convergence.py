@@ -2,7 +2,7 @@
 
 One task evaluates (the coordinator of a parameter-server run, else worker 0 / rank 0): at the
 start of the measured window and every --eval_every steps after, on the held-out part of the
-real dataset (tfbench.datasets), with the current weights. Each point holds the training time
+real dataset (tfbench.data.datasets), with the current weights. Each point holds the training time
 so far, the updates applied so far and the images trained on. TensorBoard gets the points twice:
 `eval/*` on the run's shared time axis, `eval_by_update/*` with the update count as the step.
 
@@ -17,8 +17,8 @@ import contextlib
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from tfbench import timeline
-from tfbench.events import EventWriter
+from tfbench.tensorboard import timeline
+from tfbench.tensorboard.events import EventWriter
 
 DEFINITION = ("seconds of training from the start of the measured window (warm-up updates count, evaluation "
               "pauses of synchronous training do not) to the first held-out evaluation at or above the target")
@@ -29,8 +29,9 @@ class Evaluator:
 
     def __init__(self, config, model, tb_dir: Optional[str], run_path: Optional[str], device: Optional[str] = None,
                  pauses_training: bool = True):
-        from tfbench import datasets, steps
-        from tfbench.tf_import import tf
+        from tfbench.data import datasets
+        from tfbench.framework.tf_import import tf
+        from tfbench.loop import steps
 
         self.config, self.pauses_training = config, pauses_training
         _, _, x_test, y_test = datasets.arrays(config.dataset, config.image_size)
@@ -133,22 +134,3 @@ class Hook:
     def after(self, i: int) -> None:
         if self.evaluator.due(i):
             self.evaluator.evaluate(time.time(), *self.counts(), step=i + 1)
-
-
-def line(summary: Dict) -> str:
-    """The run table's line about convergence."""
-    points = summary.get("points") or []
-    if not points:
-        return "convergence: no evaluation"
-    out = (f"held-out accuracy ({summary['dataset']}): {points[0]['accuracy']:.3f} -> {summary['final_accuracy']:.3f} "
-           f"after {points[-1]['updates']} updates, {points[-1]['train_s']:.1f} s of training")
-    if summary.get("target_accuracy"):
-        if summary.get("reached"):
-            out += (f"; {summary['target_accuracy']:.2f} reached in {summary['time_to_accuracy_s']:.1f} s, "
-                    f"{summary['updates_to_accuracy']} updates")
-        else:
-            out += f"; {summary['target_accuracy']:.2f} not reached"
-    if summary.get("evaluation_pauses_training") and summary.get("evaluation_pauses_s"):
-        out += f" (evaluation pauses of {summary['evaluation_pauses_s']:.2f} s lie inside the measured window)"
-    return out
-

@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 
+from tfbench.measure import peaks
+
 PACKAGES = ("tensorflow-cpu", "tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
 
 
@@ -18,17 +20,6 @@ def _version(package: str):
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def gpus() -> list:
@@ -85,15 +76,13 @@ def collect(with_horovod: bool = False) -> dict:
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "cpu_model": cpu_model(),
+        "cpu_model": peaks.read_cpu_model(),
         "cpu_count": os.cpu_count(),
         "cores_available": sorted(os.sched_getaffinity(0)),
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "gpus": gpus(),
         "versions": {p: _version(p) for p in PACKAGES},
     }
-    from tfbench import peaks
-
     env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.peak), or why there is none
     if with_horovod:
         env["horovod_check_build"] = horovod_check_build()

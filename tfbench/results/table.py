@@ -67,9 +67,7 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     if idle:
         lines.append("idleness (share of the measured window with no closure running on the worker): " + ", ".join(idle))
     if cluster.get("convergence"):
-        from tfbench import convergence
-
-        lines.append(convergence.line(cluster["convergence"]))
+        lines.append(convergence_line(cluster["convergence"]))
     for fault in cluster.get("faults") or []:
         lines.append(f"fault: {fault['task']} {fault['kind']} ({fault['signal']}) after measured step "
                      f"{fault['applied_at_measured_step']}" + (f": {fault['error']}" if fault.get("error") else ""))
@@ -151,10 +149,27 @@ def recovery_line(entry: Dict) -> str:
 
 def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:
     """Achieved FLOP/s against the peak, and the slowest task's start-up by phase."""
-    from tfbench import flops, startup
+    from tfbench.measure import flops, startup
 
     lines = [flops.render(flops.cluster_summary(cluster, tasks), config.mode)]
     started = [t["startup"] for t in tasks if t.get("startup") and not t.get("joined_at_step")]
     if started:  # a Horovod elastic rank that joined late started late: not a start-up figure
         lines.append(startup.render(max(started, key=lambda s: s["total_s"])) + " (slowest task)")
     return lines
+
+def convergence_line(summary: Dict) -> str:
+    """The run table's line about convergence."""
+    points = summary.get("points") or []
+    if not points:
+        return "convergence: no evaluation"
+    out = (f"held-out accuracy ({summary['dataset']}): {points[0]['accuracy']:.3f} -> {summary['final_accuracy']:.3f} "
+           f"after {points[-1]['updates']} updates, {points[-1]['train_s']:.1f} s of training")
+    if summary.get("target_accuracy"):
+        if summary.get("reached"):
+            out += (f"; {summary['target_accuracy']:.2f} reached in {summary['time_to_accuracy_s']:.1f} s, "
+                    f"{summary['updates_to_accuracy']} updates")
+        else:
+            out += f"; {summary['target_accuracy']:.2f} not reached"
+    if summary.get("evaluation_pauses_training") and summary.get("evaluation_pauses_s"):
+        out += f" (evaluation pauses of {summary['evaluation_pauses_s']:.2f} s lie inside the measured window)"
+    return out

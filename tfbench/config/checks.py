@@ -1,9 +1,12 @@
 """Validation of the flags that combine with many others (stragglers, bounded staleness, real
-data): part of config.validate, kept apart so that each rule reads as one short function."""
+data, precision): part of config.validate, kept apart so that each rule reads as one short function."""
 from __future__ import annotations
 
-from tfbench.config import MULTI_TASK_STRATEGIES
-from tfbench.errors import ConfigError
+from tfbench.config import faults as faults_lib
+from tfbench.config.choices import MULTI_TASK_STRATEGIES
+from tfbench.config.errors import ConfigError
+from tfbench.data import datasets
+from tfbench.framework import precision
 
 
 def need(ok: bool, message: str) -> None:
@@ -35,8 +38,6 @@ def check_straggler(c) -> None:
 
 def check_faults(c) -> None:
     """--fault: tasks of this run, at measured steps it has, applied by the local launcher."""
-    from tfbench import faults as faults_lib
-
     try:
         faults = faults_lib.parse(c.fault)
     except ValueError as e:
@@ -78,8 +79,6 @@ def check_staleness_bound(c) -> None:
 
 def check_data(c) -> None:
     """--dataset, --eval_every and --target_accuracy: evaluation needs real labels."""
-    from tfbench import datasets
-
     need(c.dataset in datasets.DATASETS, f"--dataset={c.dataset!r} is unknown; choose one of "
                                          f"{', '.join(datasets.DATASETS)}")
     need(c.eval_every >= 0, f"--eval_every must be 0 (auto) or positive steps, got {c.eval_every}")
@@ -112,3 +111,9 @@ def check_elastic(c) -> None:
     need(c.mode == "train", "--horovod_elastic applies to --mode=train only: forward passes have no state to commit")
     need(c.dataset == "synthetic", "--horovod_elastic runs on synthetic data: a dataset's shards would change with "
                                    "the number of ranks")
+
+
+def check_precision(name: str, on_gpu: bool) -> None:
+    """--precision: only what the compute device runs natively (tfbench.framework.precision)."""
+    reason = precision.unsupported(name, on_gpu)
+    need(reason is None, reason or "")

@@ -1,7 +1,7 @@
 """Supervision shared by every launcher: start a plan's units, watch them, end the run.
 
 Each unit runs in a process group of its own, logs to tasks/<name>.log and reports progress
-through tasks/<name>.progress (cluster.progress). supervise() watches exit codes and progress,
+through tasks/<name>.progress (tfbench.loop.progress). supervise() watches exit codes and progress,
 shows a status line and says when every measuring task is ready; it ends the run on the first
 failure, a stall (watchdog), the deadline or SIGINT / SIGTERM, stopping every process it started
 and every process those started (teardown); then cluster.outcome merges the tasks' records into
@@ -20,17 +20,19 @@ from typing import Callable, Dict, List, Optional, Protocol, TextIO, Tuple
 
 import psutil
 
-from cluster import progress, teardown
+from cluster import teardown
+from cluster.fault_injector import FaultInjector
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
 from cluster.signals import CaughtSignals, signal_name
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine, all_ready, describe, phase_text
-from cluster.fault_injector import FaultInjector
 from cluster.straggler import Straggler
-from tfbench import faults as faults_lib, records
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.config import faults as faults_lib
+from tfbench.loop import progress
+from tfbench.results import records
+from tfbench.results.rundir import RunDir
 
 MAX_ATTEMPTS = 3  # starts of the whole cluster when a task cannot bind its port
 FAILURE_GRACE_S = 3.0  # SIGTERM -> SIGKILL on failure; with KILL_WAIT_S well under 10 s

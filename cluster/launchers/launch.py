@@ -1,8 +1,8 @@
 """Entry to the launchers: run(plan, run, config) picks the launcher for --network and hands
-it to cluster.supervise, which starts, watches and tears down every process of the run.
+it to cluster.launchers.supervise, which starts, watches and tears down every process of the run.
 
 Module layout:
-    cluster/supervise.py           shared supervision: readiness, watchdog, deadline, signals, teardown
+    cluster/launchers/supervise.py           shared supervision: readiness, watchdog, deadline, signals, teardown
     cluster/outcome.py             shared end of a run: monitor summary, cluster record, failure tail
     cluster/launchers/base.py      the Launcher interface (setup / units / wrap / rebind / cleanup / record)
     cluster/launchers/local.py     processes of this machine over loopback; horovodrun for Horovod
@@ -15,11 +15,11 @@ from typing import Callable, List, Optional, TextIO
 
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, default_command  # noqa: F401
 from cluster.launchers.local import GroupCommand, LocalLauncher, default_group_command  # noqa: F401
+from cluster.launchers.supervise import FAILURE_GRACE_S, KILL_WAIT_S, SERVICE_GRACE_S, Monitor, supervise  # noqa: F401
 from cluster.outcome import LaunchResult, RecordHook, log_tail  # noqa: F401
 from cluster.spec import ClusterPlan
-from cluster.supervise import FAILURE_GRACE_S, KILL_WAIT_S, SERVICE_GRACE_S, Monitor, supervise  # noqa: F401
 from tfbench.config import RunConfig
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
 
 
 def for_config(config: RunConfig, run: RunDir, *, command_for: Optional[TaskCommand] = None,

@@ -10,7 +10,7 @@ import datetime
 import json
 import os
 
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

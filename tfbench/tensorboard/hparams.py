@@ -16,8 +16,8 @@ from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
 
 from tfbench.config import RunConfig
-from tfbench.events import EventWriter
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
+from tfbench.tensorboard.events import EventWriter
 
 IMAGES_PER_SEC = "hparams/cluster_images_per_sec"
 # The mean of the cluster's global step (records.cluster_steps: one sample per global step; async

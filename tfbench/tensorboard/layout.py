@@ -11,8 +11,8 @@ from __future__ import annotations
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorboard.plugins.custom_scalar import layout_pb2, metadata
 
-from tfbench.events import EventWriter
-from tfbench.rundir import RunDir
+from tfbench.results.rundir import RunDir
+from tfbench.tensorboard.events import EventWriter
 
 CHARTS = (
     ("step time (ms), every worker", (r"^perf/step_time_ms$",)),

@@ -28,8 +28,8 @@ import subprocess
 import sys
 from typing import Dict, Iterable, Optional
 
-from tfbench import json_cache
-from tfbench.errors import ConfigError
+from tfbench.config.errors import ConfigError
+from tfbench.measure import json_cache
 
 RUNTIME_BYTES = 600 * 10 ** 6  # one TensorFlow process with a tiny model: ~400-600 MB RSS here
 GB = 10 ** 9
@@ -47,9 +47,9 @@ def _key(model: str, image_size: int, num_classes: int, data_format: str) -> str
 def count_model(model: str, image_size: int, num_classes: int, data_format: str) -> Dict[str, int]:
     """{'params', 'activation_floats', 'largest_floats'} of one image: the float outputs of every
     op of the training-mode forward graph at batch 1 that depends on the images."""
+    from tfbench.framework.tf_import import tf
     from tfbench.models import MODELS
     from tfbench.models.layout import input_shape
-    from tfbench.tf_import import tf
 
     graph = tf.Graph()
     with graph.as_default():
@@ -88,7 +88,7 @@ def counts(model: str, image_size: int, num_classes: int, data_format: str = "NH
         value = count_model(model, image_size, num_classes, data_format)
         _write_cache(key, value)
         return value
-    proc = subprocess.run([sys.executable, "-m", "tfbench.memory", model, str(image_size), str(num_classes),
+    proc = subprocess.run([sys.executable, "-m", "tfbench.measure.memory", model, str(image_size), str(num_classes),
                            data_format], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]

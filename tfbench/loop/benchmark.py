@@ -7,9 +7,9 @@ import dataclasses
 import time
 from typing import Callable, List, Optional
 
-from cluster import progress
-from tfbench import timeline
-from tfbench.events import EventWriter
+from tfbench.loop import progress
+from tfbench.tensorboard import timeline
+from tfbench.tensorboard.events import EventWriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +62,14 @@ class Profiler:
 
     def before(self, i: int) -> None:
         if i == self.first and not self.active:  # a step run again (Horovod elastic) starts it once
-            from tfbench.tf_import import tf
+            from tfbench.framework.tf_import import tf
 
             tf.profiler.experimental.start(self.logdir)
             self.active = True
 
     def after(self, i: int) -> None:
         if self.active and i == self.last:
-            from tfbench.tf_import import tf
+            from tfbench.framework.tf_import import tf
 
             tf.profiler.experimental.stop()
             self.active = False

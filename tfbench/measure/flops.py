@@ -1,5 +1,5 @@
 """FLOPs per image of every model, counted from the model's own graph, and the FLOP/s a run
-achieved against the machine's measured peak (tfbench.peaks).
+achieved against the machine's measured peak (tfbench.measure.peaks).
 
 The model is built in a graph of its own (never the run's strategy or variables) and called at
 batch 1; TensorFlow's profiler sums the registered flop statistics of its ops (tf.compat.v1.profiler
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional
 
-from tfbench import elastic_steps, json_cache, peaks
+from tfbench.measure import elastic_steps, json_cache, peaks
 
 CACHE_ENV = "TFBENCH_FLOPS_CACHE"  # overrides the cache file (tests)
 
@@ -32,7 +32,7 @@ def graph_flops(graph, outputs=()) -> int:
     """Sum of the registered flop statistics of the ops `outputs` depend on (all ops when none
     are given; shapes must be known). Pruning to the outputs is what TensorFlow does before it
     runs a graph: e.g. the unused gradient into the input images is not computed."""
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     if outputs:
         needed = tf.compat.v1.graph_util.extract_sub_graph(graph.as_graph_def(), [t.op.name for t in outputs])
@@ -47,7 +47,7 @@ def graph_flops(graph, outputs=()) -> int:
 def count_model(build, input_shape) -> Dict[str, int]:
     """{'forward', 'train', 'params'}: FLOPs of one image through `build()`'s model; `input_shape`
     is one image's shape (e.g. (224, 224, 3))."""
-    from tfbench.tf_import import keras, tf
+    from tfbench.framework.tf_import import keras, tf
 
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("float32")

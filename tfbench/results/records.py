@@ -11,7 +11,7 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from tfbench import elastic_steps, stats
+from tfbench.measure import elastic_steps, stats
 
 RESULTS_FILE = "results.jsonl"
 
@@ -79,7 +79,7 @@ def task_record(*, run_id: str, role: str, index: int, images_per_step: int,
 def window_resources(summary: dict, start: float, end: float, global_steps: int) -> dict:
     """The monitor's summary -> figures over the measured window ("tasks", "workers_mean", the
     window itself) with the whole-process summary kept apart under "whole_process"."""
-    from tfbench.monitor.window import measured_window
+    from tfbench.measure.window import measured_window
 
     whole = dict(summary)
     whole["tasks"] = {name: {k: v for k, v in task.items() if k != "series"}

@@ -1,197 +1,33 @@
-"""RunConfig: every setting of a run in one frozen, validated value.
-
-Validation happens here and only here, before any process is spawned or any file written, so
-that every bad value or combination ends with one clear line (ConfigError) instead of a
-traceback from inside TensorFlow.
+"""Validation of a RunConfig: here and only here, before any process is spawned or any file
+written, so that every bad value or combination ends with one clear line (ConfigError) instead of
+a traceback from inside TensorFlow.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
 import os
 import re
-import socket
-from typing import Optional, Tuple
+from typing import Optional
 
-from tfbench.errors import ConfigError
+from tfbench.config import checks
+from tfbench.config.choices import (
+    ALL_REDUCE,
+    DATA_FORMATS,
+    DEVICES,
+    LAUNCHERS,
+    MODES,
+    MULTI_TASK_STRATEGIES,
+    NETWORKS,
+    PLACEMENTS,
+    PS_PLACEMENTS,
+    STRATEGIES,
+    is_this_machine,
+)
+from tfbench.config.errors import ConfigError
+from tfbench.config.run_config import RunConfig
 from tfbench.models import MODELS
 
-STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "parameter_server", "horovod")
-MULTI_TASK_STRATEGIES = ("multi_worker_mirrored", "parameter_server", "horovod")
-MODES = ("train", "forward")
-DATA_FORMATS = ("NHWC", "NCHW")
-PLACEMENTS = ("soft", "hard")
-DEVICES = ("cpu", "gpu")
-PS_PLACEMENTS = ("collocated", "separate")
-ALL_REDUCE = ("auto", "ring", "nccl")
-LAUNCHERS = ("local", "slurm")
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
-NETWORKS = ("local", "emulated")
-# The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
-LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
-_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-@functools.lru_cache(maxsize=None)
-def _this_machine_names() -> frozenset:
-    return frozenset(("localhost", "::1", socket.gethostname(), socket.getfqdn()))
-
-
-def is_this_machine(host: str) -> bool:
-    """True for the names this machine answers to (the local launcher can start tasks only here)."""
-    return host.startswith("127.") or host in _this_machine_names()
-
-
-def effective_num_ps(strategy: str, num_ps: int) -> int:
-    """Parameter servers a run really has: 0 asks for one; other strategies have none."""
-    return (num_ps or 1) if strategy == "parameter_server" else 0
-
-
-def link_rate_bps(value: str) -> int:
-    """Bits/s of --link_bandwidth: a preset (1gbe, 10gbe, fdr_ib), or a rate such as 100mbit,
-    2.5gbit, 500kbit (tc's units: bit, kbit, mbit, gbit; powers of 1000); "" -> 0 (unshaped)."""
-    value = value.strip().lower()
-    if not value:
-        return 0
-    if value in LINK_PRESETS:
-        return LINK_PRESETS[value]
-    match = _RATE.match(value)
-    if not match or (match.group(2) and not match.group(3)):
-        raise ConfigError(f"--link_bandwidth={value!r} is not a rate; use e.g. 100mbit, 1gbit, or a preset: "
-                          f"{', '.join(LINK_PRESETS)}")
-    return int(float(match.group(1)) * 1000 ** " kmg".index(match.group(2).lower() or " "))
-
-
-def effective_num_local_devices(strategy: str, num_local_devices: int) -> int:
-    """MirroredStrategy's local devices: 0 asks for one; other strategies use none."""
-    return (num_local_devices or 1) if strategy == "mirrored" else 0
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """One benchmark run. `batch_size` is per replica, as in tf_cnn_benchmarks."""
-
-    model: str = "resnet50"
-    mode: str = "train"
-    batch_size: int = 32
-    image_size: int = 224
-    source_image_size: int = 0  # 0: image_size * 300 / 224, the ImageNet-like 300 -> 224 crop
-    num_classes: int = 1000
-    data_format: str = "NHWC"
-    num_warmup_steps: int = 5
-    num_steps: int = 10
-    learning_rate: float = 0.1
-    logdir: str = "runs"
-    run_id: str = ""
-    cores_per_worker: int = 0  # 0: this machine's cores split evenly among the local workers
-    num_intra_threads: int = 0  # 0: the cores the task is given
-    num_inter_threads: int = 0  # 0: chosen from the cores the task is given
-    xla: bool = False
-    seed: int = 0
-    display_every: int = 10
-    # Distribution.
-    strategy: str = "default"
-    num_workers: int = 1
-    num_ps: int = 0  # 0 with parameter_server: one ps
-    ps_placement: str = "collocated"
-    ps_sync: bool = False
-    hosts: Tuple[str, ...] = ("localhost",)
-    base_port: int = 0  # 0: free ports picked on this machine; else ports from here up per host
-    all_reduce: str = "auto"
-    num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
-    horovod_fp16_allreduce: bool = False
-    horovod_elastic: bool = False  # horovodrun's elastic driver: ranks may leave and rejoin (strategies.horovod_elastic)
-    horovod_min_workers: int = 0  # elastic: fewest ranks the run goes on with; 0: 1
-    # Placement.
-    placement: str = "soft"
-    device: str = "cpu"
-    log_device_placement: bool = False
-    # Run control and monitoring.
-    deadline: float = 0.0  # seconds for the whole run; 0: none
-    stall_timeout: float = 600.0  # seconds without step progress from any worker
-    monitor: bool = True
-    monitor_interval: float = 1.0
-    profile_steps: Tuple[int, ...] = ()
-    # Launch: where the tasks start.
-    launcher: str = "local"  # local: processes on this machine; slurm: srun steps / an sbatch job
-    slurm_nodes: int = 1
-    slurm_partition: str = ""
-    slurm_time: str = ""
-    slurm_account: str = ""
-    # Network: emulated hosts (a network namespace each) joined by shaped links.
-    network: str = "local"
-    link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
-    link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
-    # Performance.
-    precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
-    straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
-    fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.faults)
-    checkpoint_every: int = 0  # multi_worker_mirrored: save every K steps; a killed worker restarts all from it
-    ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
-    # Data and convergence.
-    dataset: str = "synthetic"  # or a real dataset of tfbench.datasets, evaluated on its held-out part
-    eval_every: int = 0  # real data: held-out evaluation every this many steps; 0: 10 per run
-    target_accuracy: float = 0.0  # real data: record the time to this held-out accuracy; 0: none
-
-    # ---- derived values -------------------------------------------------------------------
-    @property
-    def effective_source_image_size(self) -> int:
-        return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
-
-    @property
-    def straggler_task(self) -> str:
-        return self.straggler.partition(":")[0]
-
-    @property
-    def straggler_slowdown(self) -> float:
-        try:
-            return float(self.straggler.partition(":")[2])
-        except ValueError:
-            return 0.0
-
-    @property
-    def effective_eval_every(self) -> int:
-        """Steps between held-out evaluations: --eval_every, or 10 evaluations per run."""
-        return self.eval_every or max(1, self.total_steps // 10)
-
-    @property
-    def effective_num_ps(self) -> int:
-        return effective_num_ps(self.strategy, self.num_ps)
-
-    @property
-    def effective_num_local_devices(self) -> int:
-        return effective_num_local_devices(self.strategy, self.num_local_devices)
-
-    @property
-    def link_rate_bps(self) -> int:
-        return link_rate_bps(self.link_bandwidth)
-
-    @property
-    def total_steps(self) -> int:
-        return self.num_warmup_steps + self.num_steps
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["hosts"] = list(self.hosts)
-        d["profile_steps"] = list(self.profile_steps)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        d = {k: v for k, v in d.items() if k in known}
-        for key in ("hosts", "profile_steps"):
-            if key in d:
-                d[key] = tuple(d[key])
-        return cls(**d)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    def replace(self, **changes) -> "RunConfig":
-        return dataclasses.replace(self, **changes)
 
 
 def _need(ok: bool, message: str) -> None:
@@ -268,16 +104,14 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
          "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
 
-    from tfbench import config_checks
-
     if c.straggler:
-        config_checks.check_straggler(c)
+        checks.check_straggler(c)
     if c.fault:
-        config_checks.check_faults(c)
-    config_checks.check_checkpoints(c)
-    config_checks.check_staleness_bound(c)
-    config_checks.check_data(c)
-    config_checks.check_elastic(c)
+        checks.check_faults(c)
+    checks.check_checkpoints(c)
+    checks.check_staleness_bound(c)
+    checks.check_data(c)
+    checks.check_elastic(c)
 
     # Network.
     need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")
@@ -304,12 +138,10 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     if not by_hand:
         _check_launch(c)
 
-    # Performance: a precision the compute device cannot run is refused (tfbench.precision).
-    from tfbench import precision as precision_lib
-
+    # Performance: a precision the compute device cannot run is refused (tfbench.framework.precision).
     on_gpu = c.device == "gpu" and c.precision != "fp32" and (
         gpu_count if gpu_count is not None else count_gpus()) > 0
-    precision_lib.check(c.precision, on_gpu)
+    checks.check_precision(c.precision, on_gpu)
 
     _check_logdir(c.logdir, c.run_id)
     return c
@@ -372,6 +204,6 @@ def count_gpus() -> int:
     """Number of GPUs TensorFlow can see, without initialising them."""
     if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
         return 0
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     return len(tf.config.list_physical_devices("GPU"))

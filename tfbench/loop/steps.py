@@ -6,8 +6,8 @@ gradients gives the gradient of the mean loss over the global batch.
 """
 from __future__ import annotations
 
-from tfbench import precision
-from tfbench.tf_import import keras, tf
+from tfbench.framework import precision
+from tfbench.framework.tf_import import keras, tf
 
 
 def per_example_loss(labels, logits):

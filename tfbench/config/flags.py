@@ -1,7 +1,7 @@
 """Every command-line flag of tfbench, in one place, grouped by purpose, with help text.
 
 Defaults come from RunConfig, so a flag and its config field cannot disagree. The groups are
-what `--help` prints (tfbench.usage) and what README's flag reference is generated from
+what `--help` prints (tfbench.config.helptext) and what README's flag reference is generated from
 (`python -m tfbench.usage --markdown`). Flags are declared with absl but parsed by tfbench's own
 parser (cli.parse_flags) so that a bad value ends with one line and exit code 2.
 """
@@ -12,7 +12,7 @@ from typing import Tuple
 
 from absl import flags
 
-from tfbench import config as config_lib
+import tfbench.config as config_lib
 from tfbench.models import MODELS
 
 FLAGS = flags.FLAGS

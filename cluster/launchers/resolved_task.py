@@ -24,7 +24,7 @@ def _slurm_resolver(plan: ClusterPlan):
 
 
 def _tf_config_resolver(plan: ClusterPlan):
-    from tfbench.tf_import import tf
+    from tfbench.framework.tf_import import tf
 
     return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 

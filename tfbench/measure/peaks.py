@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import platform
 from typing import Optional
 
-from tfbench import json_cache
+from tfbench.measure import json_cache
 
 CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
 UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.peak`"
@@ -31,9 +32,19 @@ def tf_version() -> str:
     return "none"
 
 
-def machine_key(cpu_model: Optional[str] = None) -> str:
-    from tfbench.environment import cpu_model as read_cpu_model
+def read_cpu_model() -> str:
+    """The CPU's model name: the peak is cached per model, and environment.json records it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
+
+def machine_key(cpu_model: Optional[str] = None) -> str:
     return f"{cpu_model or read_cpu_model()}|{os.cpu_count()} cpus|tf {tf_version()}"
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from tfbench.errors import ConfigError
-
 PRECISIONS = ("fp32", "bf16", "fp16")
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -34,25 +32,26 @@ def cpu_has_bf16(flags: Optional[Iterable[str]] = None) -> bool:
     return any(f in flags for f in BF16_CPU_FLAGS)
 
 
-def check(precision: str, on_gpu: bool, flags: Optional[Iterable[str]] = None) -> None:
-    """Raises ConfigError (one line) when `precision` cannot run on the compute device.
+def unsupported(precision: str, on_gpu: bool, flags: Optional[Iterable[str]] = None) -> Optional[str]:
+    """One line saying why `precision` cannot run on the compute device, or None.
 
     `on_gpu`: the steps run on a GPU (--device=gpu and one exists); `flags`: the CPU's feature
     flags (read from /proc/cpuinfo when None).
     """
     if precision not in PRECISIONS:
-        raise ConfigError(f"--precision={precision!r} is unknown; choose one of {', '.join(PRECISIONS)}")
+        return f"--precision={precision!r} is unknown; choose one of {', '.join(PRECISIONS)}"
     if precision == "fp16" and not on_gpu:
-        raise ConfigError("--precision=fp16 needs --device=gpu and a GPU; CPUs have no fast fp16 "
-                          "arithmetic (use bf16 on CPUs with BF16 instructions)")
+        return ("--precision=fp16 needs --device=gpu and a GPU; CPUs have no fast fp16 "
+                "arithmetic (use bf16 on CPUs with BF16 instructions)")
     if precision == "bf16" and not on_gpu and not cpu_has_bf16(flags):
-        raise ConfigError("--precision=bf16 needs a CPU with BF16 instructions (avx512_bf16 or amx_bf16), "
-                          "and this CPU has neither; bf16 would only be emulated")
+        return ("--precision=bf16 needs a CPU with BF16 instructions (avx512_bf16 or amx_bf16), "
+                "and this CPU has neither; bf16 would only be emulated")
+    return None
 
 
 def apply_policy(precision: str) -> None:
     """Sets the Keras global policy; call before the model is built."""
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
 
     keras.mixed_precision.set_global_policy(POLICIES[precision])
 
@@ -61,7 +60,7 @@ def wrap_optimizer(optimizer, precision: str):
     """fp16: dynamic loss scaling; fp32 and bf16 (fp32's exponent range) need none."""
     if precision != "fp16":
         return optimizer
-    from tfbench.tf_import import keras
+    from tfbench.framework.tf_import import keras
 
     return keras.mixed_precision.LossScaleOptimizer(optimizer)
 

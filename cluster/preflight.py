@@ -1,0 +1,49 @@
+"""Can this machine start the run? Checks of what the launcher needs here (Horovod, root, Slurm's
+commands, network namespaces), made after the flags are valid and before anything is spawned
+or written, each ending with one line (ConfigError)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+
+from cluster import netns
+from tfbench.config.errors import ConfigError
+
+
+def check_machine(config) -> None:
+    """Every check the run's flags call for."""
+    if config.strategy == "horovod":
+        check_horovod()
+    if config.horovod_elastic:
+        check_elastic_root()
+    if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        check_slurm()
+    if config.network == "emulated":
+        check_namespaces(config)
+
+
+def check_horovod() -> None:
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    if importlib.util.find_spec("horovod") is None or not os.path.exists(horovodrun):
+        raise ConfigError("--strategy=horovod needs Horovod, which is not installed; run `make horovod` (see BUILD.md)")
+
+
+def check_elastic_root() -> None:
+    if os.geteuid() != 0:
+        raise ConfigError("--horovod_elastic needs root: each rank gets a loopback address of its own in a private "
+                          "network namespace (README: Faults and recovery)")
+
+
+def check_slurm() -> None:
+    missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
+    if missing:
+        raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
+
+
+def check_namespaces(config) -> None:
+    """Network namespaces, tbf and (for --link_latency) netem must work here before anything starts."""
+    problem = netns.support_error(want_delay=config.link_latency > 0)
+    if problem:
+        raise ConfigError(problem)

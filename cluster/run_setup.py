@@ -1,0 +1,18 @@
+"""A run directory made ready before any task starts: the config, the plan and the environment
+every task reads, and the TensorBoard layout the run opens on. Shared by `python -m tfbench` and
+`python -m cluster.plan --run_dir` (tasks started by hand read the same files)."""
+from __future__ import annotations
+
+from tfbench.measure import environment
+from tfbench.results import rundir
+from tfbench.tensorboard.layout import write_layout
+
+
+def prepare_run_dir(config, plan) -> rundir.RunDir:
+    """Creates the run directory; ConfigError (one line) when it cannot be created."""
+    run = rundir.create(config.logdir, config.run_id)
+    run.write_json("config.json", config.to_dict())
+    run.write_json("plan.json", plan.to_dict())
+    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    write_layout(run, elastic=config.horovod_elastic)
+    return run

@@ -1,0 +1,61 @@
+"""The values a run's settings may take, and the small derivations every layer shares.
+
+Kept apart from RunConfig and its validation so that launchers, reports and the performance
+model can read the names and parse a link rate without the dataclass or the checks.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import socket
+
+from tfbench.config.errors import ConfigError
+
+STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "parameter_server", "horovod")
+MULTI_TASK_STRATEGIES = ("multi_worker_mirrored", "parameter_server", "horovod")
+MODES = ("train", "forward")
+DATA_FORMATS = ("NHWC", "NCHW")
+PLACEMENTS = ("soft", "hard")
+DEVICES = ("cpu", "gpu")
+PS_PLACEMENTS = ("collocated", "separate")
+ALL_REDUCE = ("auto", "ring", "nccl")
+LAUNCHERS = ("local", "slurm")
+NETWORKS = ("local", "emulated")
+# The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
+LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
+_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=None)
+def _this_machine_names() -> frozenset:
+    return frozenset(("localhost", "::1", socket.gethostname(), socket.getfqdn()))
+
+
+def is_this_machine(host: str) -> bool:
+    """True for the names this machine answers to (the local launcher can start tasks only here)."""
+    return host.startswith("127.") or host in _this_machine_names()
+
+
+def effective_num_ps(strategy: str, num_ps: int) -> int:
+    """Parameter servers a run really has: 0 asks for one; other strategies have none."""
+    return (num_ps or 1) if strategy == "parameter_server" else 0
+
+
+def link_rate_bps(value: str) -> int:
+    """Bits/s of --link_bandwidth: a preset (1gbe, 10gbe, fdr_ib), or a rate such as 100mbit,
+    2.5gbit, 500kbit (tc's units: bit, kbit, mbit, gbit; powers of 1000); "" -> 0 (unshaped)."""
+    value = value.strip().lower()
+    if not value:
+        return 0
+    if value in LINK_PRESETS:
+        return LINK_PRESETS[value]
+    match = _RATE.match(value)
+    if not match or (match.group(2) and not match.group(3)):
+        raise ConfigError(f"--link_bandwidth={value!r} is not a rate; use e.g. 100mbit, 1gbit, or a preset: "
+                          f"{', '.join(LINK_PRESETS)}")
+    return int(float(match.group(1)) * 1000 ** " kmg".index(match.group(2).lower() or " "))
+
+
+def effective_num_local_devices(strategy: str, num_local_devices: int) -> int:
+    """MirroredStrategy's local devices: 0 asks for one; other strategies use none."""
+    return (num_local_devices or 1) if strategy == "mirrored" else 0

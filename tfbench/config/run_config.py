@@ -1,0 +1,133 @@
+"""RunConfig: every setting of a run in one frozen value (validated by tfbench.config.validate)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Tuple
+
+from tfbench.config import choices
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One benchmark run. `batch_size` is per replica, as in tf_cnn_benchmarks."""
+
+    model: str = "resnet50"
+    mode: str = "train"
+    batch_size: int = 32
+    image_size: int = 224
+    source_image_size: int = 0  # 0: image_size * 300 / 224, the ImageNet-like 300 -> 224 crop
+    num_classes: int = 1000
+    data_format: str = "NHWC"
+    num_warmup_steps: int = 5
+    num_steps: int = 10
+    learning_rate: float = 0.1
+    logdir: str = "runs"
+    run_id: str = ""
+    cores_per_worker: int = 0  # 0: this machine's cores split evenly among the local workers
+    num_intra_threads: int = 0  # 0: the cores the task is given
+    num_inter_threads: int = 0  # 0: chosen from the cores the task is given
+    xla: bool = False
+    seed: int = 0
+    display_every: int = 10
+    # Distribution.
+    strategy: str = "default"
+    num_workers: int = 1
+    num_ps: int = 0  # 0 with parameter_server: one ps
+    ps_placement: str = "collocated"
+    ps_sync: bool = False
+    hosts: Tuple[str, ...] = ("localhost",)
+    base_port: int = 0  # 0: free ports picked on this machine; else ports from here up per host
+    all_reduce: str = "auto"
+    num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
+    horovod_fp16_allreduce: bool = False
+    horovod_elastic: bool = False  # horovodrun's elastic driver: ranks may leave and rejoin (strategies.horovod_elastic)
+    horovod_min_workers: int = 0  # elastic: fewest ranks the run goes on with; 0: 1
+    # Placement.
+    placement: str = "soft"
+    device: str = "cpu"
+    log_device_placement: bool = False
+    # Run control and monitoring.
+    deadline: float = 0.0  # seconds for the whole run; 0: none
+    stall_timeout: float = 600.0  # seconds without step progress from any worker
+    monitor: bool = True
+    monitor_interval: float = 1.0
+    profile_steps: Tuple[int, ...] = ()
+    # Launch: where the tasks start.
+    launcher: str = "local"  # local: processes on this machine; slurm: srun steps / an sbatch job
+    slurm_nodes: int = 1
+    slurm_partition: str = ""
+    slurm_time: str = ""
+    slurm_account: str = ""
+    # Network: emulated hosts (a network namespace each) joined by shaped links.
+    network: str = "local"
+    link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
+    link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
+    # Performance.
+    precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.framework.precision)
+    straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
+    fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.config.faults)
+    checkpoint_every: int = 0  # multi_worker_mirrored: save every K steps; a killed worker restarts all from it
+    ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
+    # Data and convergence.
+    dataset: str = "synthetic"  # or a real dataset of tfbench.data.datasets, evaluated on its held-out part
+    eval_every: int = 0  # real data: held-out evaluation every this many steps; 0: 10 per run
+    target_accuracy: float = 0.0  # real data: record the time to this held-out accuracy; 0: none
+
+    # ---- derived values -------------------------------------------------------------------
+    @property
+    def effective_source_image_size(self) -> int:
+        return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
+
+    @property
+    def straggler_task(self) -> str:
+        return self.straggler.partition(":")[0]
+
+    @property
+    def straggler_slowdown(self) -> float:
+        try:
+            return float(self.straggler.partition(":")[2])
+        except ValueError:
+            return 0.0
+
+    @property
+    def effective_eval_every(self) -> int:
+        """Steps between held-out evaluations: --eval_every, or 10 evaluations per run."""
+        return self.eval_every or max(1, self.total_steps // 10)
+
+    @property
+    def effective_num_ps(self) -> int:
+        return choices.effective_num_ps(self.strategy, self.num_ps)
+
+    @property
+    def effective_num_local_devices(self) -> int:
+        return choices.effective_num_local_devices(self.strategy, self.num_local_devices)
+
+    @property
+    def link_rate_bps(self) -> int:
+        return choices.link_rate_bps(self.link_bandwidth)
+
+    @property
+    def total_steps(self) -> int:
+        return self.num_warmup_steps + self.num_steps
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["hosts"] = list(self.hosts)
+        d["profile_steps"] = list(self.profile_steps)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        for key in ("hosts", "profile_steps"):
+            if key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def replace(self, **changes) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
