@@ -2,7 +2,7 @@
 it to cluster.launchers.supervise, which starts, watches and tears down every process of the run.
 
 Module layout:
-    cluster/launchers/supervise.py           shared supervision: readiness, watchdog, deadline, signals, teardown
+    cluster/launchers/supervise.py shared supervision: readiness, watchdog, deadline, signals, teardown
     cluster/outcome.py             shared end of a run: monitor summary, cluster record, failure tail
     cluster/launchers/base.py      the Launcher interface (setup / units / wrap / rebind / cleanup / record)
     cluster/launchers/local.py     processes of this machine over loopback; horovodrun for Horovod
