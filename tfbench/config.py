@@ -28,8 +28,10 @@ ALL_REDUCE = ("auto", "ring", "nccl")
 LAUNCHERS = ("local", "slurm")
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
 NETWORKS = ("local", "emulated")
-# The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
-LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
+# Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
+# and today's data-centre Ethernet, for the performance model's predictions (tools.model).
+LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,
+                "fdr_ib": 56 * 10 ** 9}
 _RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -50,7 +52,7 @@ def effective_num_ps(strategy: str, num_ps: int) -> int:
 
 
 def link_rate_bps(value: str) -> int:
-    """Bits/s of --link_bandwidth: a preset (1gbe, 10gbe, fdr_ib), or a rate such as 100mbit,
+    """Bits/s of --link_bandwidth: a preset (1gbe, 10gbe, 25gbe, 100gbe, fdr_ib), or a rate such as 100mbit,
     2.5gbit, 500kbit (tc's units: bit, kbit, mbit, gbit; powers of 1000); "" -> 0 (unshaped)."""
     value = value.strip().lower()
     if not value:
@@ -122,7 +124,7 @@ class RunConfig:
     slurm_account: str = ""
     # Network: emulated hosts (a network namespace each) joined by shaped links.
     network: str = "local"
-    link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
+    link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (LINK_PRESETS)
     link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.precision)
