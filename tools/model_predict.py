@@ -32,6 +32,8 @@ from tfbench.precision import PRECISIONS
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1024
 FORMATS = ("table", "csv")
+# Accepted with every strategy, so that one command line compares strategies by --strategy alone;
+# the header says when they were ignored.
 PS_ONLY = ("num_ps", "ps_placement", "ps_sync", "ps_apply_ms")
 ASSUMPTIONS = ("compute per worker constant in N", "full-bisection switch", "no contention beyond the named links",
                "no overlap of communication with computation", "homogeneous workers (no stragglers, so no waiting)")
@@ -95,9 +97,6 @@ def check_flags() -> None:
     f = FLAGS
     need(f.strategy in prediction.STRATEGIES,
          f"--strategy={f.strategy!r} is unknown; choose one of {', '.join(prediction.STRATEGIES)}")
-    if f.strategy != "parameter_server":
-        given = [name for name in PS_ONLY if f[name].present]
-        need(not given, f"--{given[0] if given else ''} applies to --strategy=parameter_server only")
     need(f.num_ps >= 1, f"--num_ps must be 1 or more, got {f.num_ps}")
     need(f.ps_placement in PLACEMENTS, f"--ps_placement={f.ps_placement!r} is unknown; choose separate or collocated")
     need(bool(f.link_bandwidth.strip()), "--link_bandwidth is empty; give a class or a rate such as 100mbit")
@@ -165,6 +164,8 @@ def header(setting: prediction.Setting, counted: dict, facts: dict) -> List[str]
                 "with the queueing at saturated ps links (queueing at a saturated ps apply is in apply_ms)")
     else:
         what = f"{s.strategy} ({'binomial-tree' if s.strategy == 'tree' else 'ring'} all-reduce)"
+        ignored = [f"--{name}" for name in PS_ONLY if f[name].present]
+        what += f"; {', '.join(ignored)} ignored (parameter_server only)" if ignored else ""
         step = "one global step = compute, then one all-reduce of |w|; communication = the all-reduce"
     lines = [
         f"tfbench performance model: {what}; {f.model} {f.mode} {f.precision} {f.image_size}px {f.num_classes} classes, "
