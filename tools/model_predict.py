@@ -112,7 +112,8 @@ def check_flags() -> None:
     given, fitted = f.compute_ms_per_image is not None, bool(f.params)
     need(given or fitted, "give the compute: --compute_ms_per_image=MS or --params=FILE (fitted on tfbench runs)")
     need(not (given and fitted), "give --compute_ms_per_image or --params, not both")
-    need(not given or f.compute_ms_per_image > 0, f"--compute_ms_per_image must be positive, got {f.compute_ms_per_image}")
+    need(not given or f.compute_ms_per_image > 0,
+         f"--compute_ms_per_image must be positive, got {f.compute_ms_per_image}")
     need(f.cores_per_worker >= 0 and (fitted or not f["cores_per_worker"].present),
          "--cores_per_worker picks a compute entry of --params (>= 0)")
     for name in ("ps_apply_ms", "overhead_ms"):
@@ -160,18 +161,19 @@ def header(setting: prediction.Setting, counted: dict, facts: dict) -> List[str]
         what = (f"parameter_server, {'sync' if s.ps_sync else 'async'}, {int(s.num_ps)} ps shard"
                 f"{'s' if s.num_ps > 1 else ''} {where}")
         step = ("one global step = one update from every worker's gradient; communication = pull + push"
-                if s.ps_sync else "one global step = N updates, one per worker on average; communication = pull + push, "
-                "with the queueing at saturated ps links (queueing at a saturated ps apply is in apply_ms)")
+                if s.ps_sync else "one global step = N updates, one per worker on average; communication = "
+                "pull + push, with the queueing at saturated ps links (queueing at a saturated ps apply is in "
+                "apply_ms)")
     else:
         what = f"{s.strategy} ({'binomial-tree' if s.strategy == 'tree' else 'ring'} all-reduce)"
         ignored = [f"--{name}" for name in PS_ONLY if f[name].present]
         what += f"; {', '.join(ignored)} ignored (parameter_server only)" if ignored else ""
         step = "one global step = compute, then one all-reduce of |w|; communication = the all-reduce"
     lines = [
-        f"tfbench performance model: {what}; {f.model} {f.mode} {f.precision} {f.image_size}px {f.num_classes} classes, "
-        f"batch {f.batch_size} per worker",
-        f"|w| = {s.w_bytes / 1e6:.1f} MB: {counted['params']:,} trainable parameters in {counted['variables']} variables "
-        f"x 4 bytes (variables stay fp32 under every --precision; counted from the model's graph)",
+        f"tfbench performance model: {what}; {f.model} {f.mode} {f.precision} {f.image_size}px "
+        f"{f.num_classes} classes, batch {f.batch_size} per worker",
+        f"|w| = {s.w_bytes / 1e6:.1f} MB: {counted['params']:,} trainable parameters in {counted['variables']} "
+        f"variables x 4 bytes (variables stay fp32 under every --precision; counted from the model's graph)",
         f"link alpha = {link.link.alpha_s * 1e3:.3f} ms per message, {link.alpha_source}",
         f"link beta = {link.link.beta / 1e6:.1f} MB/s each direction, {link.beta_source}",
         f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "
