@@ -50,9 +50,22 @@ def test_counts_come_from_the_model_graph_and_are_cached(tmp_path, monkeypatch):
     monkeypatch.setenv(memory.CACHE_ENV, str(tmp_path / "cache.json"))
     counts = memory.counts("tiny", 16, 10)
     assert counts["params"] == 3 * 3 * 3 * 8 + 8 + (8 + 1) * 10  # conv kernel + bias, dense
+    assert counts["variables"] == 4  # conv kernel and bias, dense kernel and bias
     assert counts["largest_floats"] == 16 * 16 * 8  # the convolution's output
     assert counts["activation_floats"] >= 16 * 16 * 8 + 8 + 10
     assert memory._read_cache()["tiny|16px|10 classes|NHWC"] == counts
+
+
+def test_a_cached_entry_without_the_variable_count_is_counted_again(tmp_path, monkeypatch):
+    monkeypatch.setenv(memory.CACHE_ENV, str(tmp_path / "cache.json"))
+    old = {"params": 10, "activation_floats": 20, "largest_floats": 5}
+    memory._write_cache("tiny|16px|10 classes|NHWC", old)
+    fresh = dict(old, variables=2)
+    calls = []
+    monkeypatch.setattr(memory, "count_model", lambda *args: calls.append(args) or fresh)
+    assert memory.counts("tiny", 16, 10, in_process=True) == fresh
+    assert memory.counts("tiny", 16, 10, in_process=True) == fresh  # now cached with the new key
+    assert len(calls) == 1 and memory._read_cache()["tiny|16px|10 classes|NHWC"] == fresh
 
 
 def test_small_runs_fit_under_the_bound_without_counting(monkeypatch):

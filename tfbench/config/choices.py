@@ -21,8 +21,10 @@ PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
 LAUNCHERS = ("local", "slurm")
 NETWORKS = ("local", "emulated")
-# The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
-LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
+# Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
+# and today's data-centre Ethernet, for the performance model's predictions (tools.model).
+LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,
+                "fdr_ib": 56 * 10 ** 9}
 _RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 
 

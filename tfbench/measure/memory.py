@@ -34,6 +34,7 @@ from tfbench.measure import json_cache
 RUNTIME_BYTES = 600 * 10 ** 6  # one TensorFlow process with a tiny model: ~400-600 MB RSS here
 GB = 10 ** 9
 CACHE_ENV = "TFBENCH_MODEL_MEMORY_CACHE"
+FIGURES = ("params", "variables", "activation_floats", "largest_floats")  # what count_model returns
 
 
 def cache_path() -> str:
@@ -45,8 +46,9 @@ def _key(model: str, image_size: int, num_classes: int, data_format: str) -> str
 
 
 def count_model(model: str, image_size: int, num_classes: int, data_format: str) -> Dict[str, int]:
-    """{'params', 'activation_floats', 'largest_floats'} of one image: the float outputs of every
-    op of the training-mode forward graph at batch 1 that depends on the images."""
+    """{'params', 'variables', 'activation_floats', 'largest_floats'}: trainable parameters and
+    variables (the performance model's |w| and its variables), and per image the float outputs
+    of every op of the training-mode forward graph at batch 1 that depends on the images."""
     from tfbench.framework.tf_import import tf
     from tfbench.models import MODELS
     from tfbench.models.layout import input_shape
@@ -59,7 +61,9 @@ def count_model(model: str, image_size: int, num_classes: int, data_format: str)
         sizes = [out.shape.num_elements() for op in _downstream(images.op) for out in op.outputs
                  if out.dtype.is_floating and out.shape.is_fully_defined()]
         params = int(sum(v.shape.num_elements() for v in model_.trainable_variables))
-    return {"params": params, "activation_floats": int(sum(sizes)), "largest_floats": int(max(sizes, default=0))}
+        variables = len(model_.trainable_variables)
+    return {"params": params, "variables": variables, "activation_floats": int(sum(sizes)),
+            "largest_floats": int(max(sizes, default=0))}
 
 
 def _downstream(source) -> list:
@@ -79,10 +83,11 @@ def _downstream(source) -> list:
 def counts(model: str, image_size: int, num_classes: int, data_format: str = "NHWC",
            in_process: bool = False) -> Dict[str, int]:
     """count_model's figures, from the cache or counted now: in a child process, or in this one
-    (--dry_run promises to start no process)."""
+    (--dry_run promises to start no process). An entry cached before a figure was added to
+    count_model (one without 'variables') is counted again."""
     key = _key(model, image_size, num_classes, data_format)
     cached = _read_cache().get(key)
-    if cached:
+    if cached and all(name in cached for name in FIGURES):
         return cached
     if in_process:
         value = count_model(model, image_size, num_classes, data_format)

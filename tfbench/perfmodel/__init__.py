@@ -1,0 +1,13 @@
+"""tfbench's analytic performance model: predicts step time, images/sec, scaling efficiency and
+the bottleneck of clusters larger than tfbench can run on one box.
+
+equations   every equation of the model (Hockney links; PS sync/async, ring, tree)
+prediction  one point per worker count: the step's parts, rate, efficiency, bottleneck
+whatif      derived answers: w*, ps shards needed, bandwidth where PS matches ring all-reduce
+links       named link classes with a stated alpha; a measured link overrides
+params      the parameters file that `fit` writes and `predict` reads
+render      the table and CSV that `python -m tools.model predict` prints
+
+Only the standard library, numpy and scipy are imported here (no TensorFlow, nothing else of
+tfbench), so predictions stay cheap and any tool may use them.
+"""

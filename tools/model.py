@@ -1,0 +1,55 @@
+"""python -m tools.model VERB [--flag=value ...]: tfbench's analytic performance model.
+
+Verbs:
+  predict   step time, images/sec, scaling efficiency and bottleneck of a strategy at the worker
+            counts asked, from a given or fitted compute time and a link class or rate
+
+`python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
+the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
+`tfbench: error: ...`, before any TensorFlow is imported).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Dict, List, NamedTuple
+
+from absl import app
+
+from tfbench.config import helptext as usage
+from tools import model_predict
+
+
+class Verb(NamedTuple):
+    doc: str
+    groups: Callable
+    define: Callable[[], None]
+    main: Callable[[List[str]], int]
+
+
+VERBS: Dict[str, Verb] = {
+    "predict": Verb(model_predict.__doc__, model_predict.help_groups, model_predict.define_flags, model_predict.main),
+}
+
+
+def fail(message: str) -> None:
+    print(f"tfbench: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def run(argv: List[str]) -> None:
+    """Dispatches `argv[1]` (the verb) with the rest of the command line as its flags."""
+    if len(argv) < 2 or (argv[1].startswith("-") and argv[1] not in usage.HELP_ARGS):
+        fail(f"give a verb first: python -m tools.model VERB [--flag=value ...]; verbs: {', '.join(VERBS)}")
+    if argv[1] in usage.HELP_ARGS:
+        print(__doc__.strip())
+        sys.exit(0)
+    name = argv[1]
+    if name not in VERBS:
+        fail(f"unknown verb {name!r}; choose one of: {', '.join(VERBS)} (python -m tools.model --help)")
+    verb = VERBS[name]
+    app.run(verb.main, argv=[f"{argv[0]} {name}"] + argv[2:],
+            flags_parser=usage.parser(verb.doc, verb.groups, "tfbench", verb.define))
+
+
+if __name__ == "__main__":
+    run(sys.argv)
