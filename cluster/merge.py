@@ -57,9 +57,11 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"tfbench: error: nothing to merge in {run.results}: {e}", file=sys.stderr)
             return 1
+        from tfbench.tensorboard import step_split
         from tfbench.tensorboard.hparams import write_hparams
 
         write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
+        step_split.write(run, record)
     print(render(run, record), flush=True)
     print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
     return 0

@@ -118,7 +118,9 @@ class SyncAdapter(StrategyAdapter):
     """Strategies whose every step is synchronous and driven by this task's own loop."""
 
     def make_step(self) -> Callable[[], object]:
-        """A callable running one step; returns once the result is on the host."""
+        """A callable running one step; returns once the result is on the host. Each call also
+        keeps the wall time at which every gradient of the step existed (self.computed_walls):
+        where a step's compute ends and its all-reduce and update go on (tfbench.measure.breakdown)."""
         from tfbench.framework.tf_import import tf
 
         strategy, config = self.strategy, self.config
@@ -128,9 +130,15 @@ class SyncAdapter(StrategyAdapter):
 
         def replica_step(batch):
             images, labels = batch
+            if config.xla:  # XLA compiles the step whole: no timestamp inside it (mark 0: none)
+                loss = steps.train(model, optimizer, images, labels, global_batch) if config.mode == "train" \
+                    else steps.forward(model, images) / strategy.num_replicas_in_sync
+                return loss, tf.constant(0.0, tf.float64)
             if config.mode == "train":
-                return steps.train(model, optimizer, images, labels, global_batch)
-            return steps.forward(model, images) / strategy.num_replicas_in_sync
+                return steps.train_marked(model, optimizer, images, labels, global_batch)
+            out = steps.forward(model, images) / strategy.num_replicas_in_sync
+            with tf.control_dependencies([out]):
+                return out, tf.timestamp()
 
         device_scope = self.device_scope
 
@@ -138,14 +146,26 @@ class SyncAdapter(StrategyAdapter):
         def step(batch):
             # Inside the traced function: TF2 keeps no outer device scope while tracing.
             with device_scope():
-                per_replica = strategy.run(replica_step, args=(batch,))
+                losses, marks = strategy.run(replica_step, args=(batch,))
             # This task's replicas only: no collective beyond the strategy's own gradient
             # all-reduce, so forward steps never synchronise workers (like Horovod's).
-                return tf.add_n(list(strategy.experimental_local_results(per_replica)))
+                local = strategy.experimental_local_results
+                return tf.add_n(list(local(losses))), tf.reduce_max(tf.stack(list(local(marks))))
 
         sample = batches()
         self.step_function = lambda: step.get_concrete_function(sample)
-        return lambda: step(batches()).numpy()
+        return self._keeping_marks(lambda: step(batches()))
+
+    def _keeping_marks(self, step: Callable[[], tuple]) -> Callable[[], object]:
+        """Runs step() -> (loss, gradients-done wall time), keeps the time, returns the loss."""
+        self.computed_walls: List[float] = []
+
+        def run():
+            loss, computed = step()
+            self.computed_walls.append(float(computed.numpy()))
+            return loss.numpy()
+
+        return run
 
     def _batches(self) -> Callable[[], object]:
         """What each step gets: synthetic data is one fixed batch per replica, made once; a real
@@ -204,7 +224,7 @@ class SyncAdapter(StrategyAdapter):
         hooks = benchmark.StepHooks(profiler, self.evaluation_hook(), saver)
         with self.device_scope():
             timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe, first_step=first)
-        extra = dict(self.summary())
+        extra = dict(self.summary(), step_computed_wall=self.computed_walls[-len(timings):] if timings else [])
         if saver:
             extra.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=first)
         if self.evaluator is not None:

@@ -47,9 +47,11 @@ class HorovodAdapter(SyncAdapter):
         hvd, config, model, optimizer = self.hvd, self.config, self.model, self.optimizer
         batches = self._rank_batches()
         compression = hvd.Compression.fp16 if config.horovod_fp16_allreduce else hvd.Compression.none
+        marks = []  # the gradients-done timestamp of the trace being built
 
         def wrap(tape):
-            return hvd.DistributedGradientTape(tape, compression=compression)
+            reducing = hvd.DistributedGradientTape(tape, compression=compression)
+            return reducing if config.xla else marked_tape(reducing, marks, tf)  # XLA: no timestamp inside
 
         device = self.device
 
@@ -58,12 +60,15 @@ class HorovodAdapter(SyncAdapter):
             with tf.device(device):  # inside the traced function, where it pins every op
                 if config.mode == "train":
                     # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
-                    return steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
-                return steps.forward(model, images)
+                    loss = steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
+                    return loss, tf.constant(0.0, tf.float64) if config.xla else marks[-1]
+                out = steps.forward(model, images)
+                with tf.control_dependencies([out]):
+                    return out, tf.constant(0.0, tf.float64) if config.xla else tf.timestamp()
 
         sample = batches()
         self.step_function = lambda: step.get_concrete_function(*sample)
-        return lambda: step(*batches()).numpy()
+        return self._keeping_marks(lambda: step(*batches()))
 
     def _rank_batches(self):
         """This rank's data: its fixed synthetic batch, or its shard of a real dataset read on."""
@@ -99,3 +104,19 @@ class HorovodAdapter(SyncAdapter):
         out["horovod_elastic"] = self.config.horovod_elastic
         out["horovod_rank"] = self.hvd.rank()
         return out
+
+
+def marked_tape(tape, marks: list, tf):
+    """A DistributedGradientTape that appends, to `marks`, a timestamp taken once every local
+    gradient exists and before Horovod's all-reduce starts: where a rank's compute ends. The
+    all-reduce does not wait for the timestamp. Horovod 0.28 (its last release) reduces in
+    `_allreduce_grads`, which this wraps."""
+    allreduce = tape._allreduce_grads  # noqa: SLF001 - no public hook between local gradients and the reduce
+
+    def reduce_marked(grads, sources, *args, **kwargs):
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            marks.append(tf.timestamp())
+        return allreduce(grads, sources, *args, **kwargs)
+
+    tape._allreduce_grads = reduce_marked  # noqa: SLF001
+    return tape

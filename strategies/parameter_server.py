@@ -146,7 +146,7 @@ class ParameterServerAdapter(StrategyAdapter):
             self.warmup_updates, _ = loop(self, iterator, self.worker_step, hooks, first, warm)
             self._measuring()
             closures, coordinator_steps = loop(self, iterator, self.worker_step, hooks, warm, last)
-        self.pulls = self._pull_probe(iterator) if self.config.mode == "train" else []
+        self.pulls = self._pull_probe(iterator)
         if self.evaluator is not None:
             self.evaluator.close()
         return self._measurements(closures, coordinator_steps)
@@ -166,6 +166,8 @@ class ParameterServerAdapter(StrategyAdapter):
     def round_done(self, i: int, timing: StepTiming, results: List[dict]) -> None:
         """A round of N closures (a global step, or N asynchronous updates) was fetched."""
         self.shards_used.append(sorted(r["worker"] for r in results))
+        for r in results:  # which global step each closure belongs to (ps_split.global_steps)
+            r["round"] = i
         if self.reporter:
             self.reporter.step_done(i, timing, i >= self.first_measured)
 
@@ -281,6 +283,8 @@ class ParameterServerAdapter(StrategyAdapter):
             chief.update(clock_staleness=staleness.summary(c["clock_staleness"] for c in closures),
                          clock_staleness_definition=staleness.CLOCK_DEFINITION, bound_waits=self.bound_waits,
                          late_updates=len(self.late_updates))
+        chief["step_split"] = ps_split.global_steps(closures, coordinator_steps, self.first_measured,
+                                                    ps_split.pull_medians(self.pulls), self.apply_s if sync else None)
         if sync:
             chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
                          update_location="ps (accumulators and update on the ps tasks)")

@@ -25,18 +25,30 @@ TRAFFIC = [f"--num_classes={CLASSES}", "--num_steps=10", "--monitor_interval=0.1
            "--link_bandwidth=100mbit", f"--num_workers={N}"]
 
 
-def per_step(logdir, run_id, *args):
+def per_step(logdir, run_id, *args, split=None):
     _, run = run_tiny(logdir, run_id, *TRAFFIC, *args)
     record = cluster_record(run)
+    if split is not None:
+        split.update(record["step_breakdown"])
     assert record["link"]["measured_tx_bps"] == pytest.approx(links.expected_goodput(10 ** 8), rel=0.10)
     traffic = record["link_traffic"]
     assert all(t["samples_in_window"] >= 3 for t in traffic.values()), traffic
     return {host: (t["tx_bytes_per_step"] / W_BYTES, t["rx_bytes_per_step"] / W_BYTES) for host, t in traffic.items()}
 
 
+def wire_s(bytes_one_way: float) -> float:
+    """Seconds to carry bytes_one_way at the goodput of the tests' 100 Mbit/s links."""
+    return bytes_one_way * 8 / links.expected_goodput(10 ** 8)
+
+
 def test_parameter_server_host_moves_n_times_w_per_step(logdir):
-    hosts = per_step(logdir, "ps", "--strategy=parameter_server", "--ps_placement=separate", "--ps_sync")
-    print({h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()})
+    split = {}
+    hosts = per_step(logdir, "ps", "--strategy=parameter_server", "--ps_placement=separate", "--ps_sync", split=split)
+    print({h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()}, split["mean_s"])
+    # the step split's pull really moves |w| to every worker: N·|w| leave the ps host
+    assert split["sum_check"]["within"]
+    assert split["mean_s"]["pull"] >= 0.7 * wire_s(N * W_BYTES)
+    assert split["mean_s"]["communication"] >= 0.7 * wire_s(2 * N * W_BYTES)
     assert sorted(hosts) == ["h0", "h1", "h2"]  # two worker hosts, the ps host
     assert hosts["h2"] == pytest.approx((N, N), rel=0.15)
     for worker in ("h0", "h1"):
@@ -45,7 +57,11 @@ def test_parameter_server_host_moves_n_times_w_per_step(logdir):
 
 @pytest.mark.parametrize("strategy", ["multi_worker_mirrored", "horovod"])
 def test_ring_all_reduce_moves_2_n_minus_1_over_n_w_per_host(logdir, strategy):
-    hosts = per_step(logdir, strategy, f"--strategy={strategy}")
+    split = {}
+    hosts = per_step(logdir, strategy, f"--strategy={strategy}", split=split)
+    assert split["sum_check"]["within"] and split["source"] == "in-step timestamps of every rank"
+    # gradients done to step end: at least the ring's 2(N-1)/N·|w| each way over the link
+    assert split["mean_s"]["communication"] >= 0.7 * wire_s(2 * (N - 1) / N * W_BYTES)
     print(strategy, {h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()})
     assert sorted(hosts) == ["h0", "h1"]
     ring = 2 * (N - 1) / N

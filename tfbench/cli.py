@@ -112,6 +112,7 @@ def launch(config, plan) -> int:
     from cluster.launchers import launch as launcher
     from cluster.run_setup import prepare_run_dir
     from tfbench.results import table
+    from tfbench.tensorboard import step_split
     from tfbench.tensorboard.hparams import write_hparams
 
     try:
@@ -128,6 +129,7 @@ def launch(config, plan) -> int:
         monitor = lambda run, plan, config: NodeMonitors(run, plan, config, start_step=inside_allocation())  # noqa: E731
     result = launcher.run(plan, run, config, monitor_factory=monitor if config.monitor else None, record_hooks=hooks)
     write_hparams(run, config, result.cluster_record)
+    step_split.write(run, result.cluster_record)
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
         print(table.render(config, result.cluster_record, tasks), flush=True)

@@ -15,7 +15,8 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from tfbench.config import helptext as usage
-from tools import aggregate, convergence_report, network_plots, plots, recovery_report, results_csv, summary
+from tools import (aggregate, convergence_report, network_plots, plots, recovery_report, results_csv, split_report,
+                   summary)
 from tools.runs import Run, find_runs, read_monitor
 from tools.sweep_state import FAILED, find_sweep
 
@@ -49,11 +50,14 @@ def build(root: str, out: Optional[str] = None) -> Report:
     failures = retried(failed_runs(runs) + failed_sweep_points(root), points)
     comparisons = [(title, aggregate.compare(points, column, a, b)) for title, column, a, b in COMPARISONS]
     written = _plots(runs, points, out) + convergence_report.plots(points, out)
+    if split_report.plot(points, os.path.join(out, "step_split.png")):
+        written.append(("where each global step's time goes", "step_split.png"))
     title = os.path.basename(root)
     sweep = find_sweep(root)
     notes = (sweep.read_spec() or {}).get("notes", []) if sweep else []
     markdown = summary.render(title, points, failures, comparisons, written, num_runs=len(runs), notes=notes,
-                              sections=convergence_report.section(points) + recovery_report.section(points))
+                              sections=(split_report.section(points) + convergence_report.section(points)
+                                        + recovery_report.section(points)))
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(markdown)
     return Report(out=out, markdown=markdown, runs=runs, points=points, failures=failures)

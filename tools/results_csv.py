@@ -21,7 +21,7 @@ METRICS = ("global_batch_size", "images_per_sec", "images_per_sec_ci95_low", "im
            "scaling_efficiency", "images", "window_s", "num_measured_steps") + tuple(f"step_{s}" for s in STAT_NAMES)
 # Record fields shown through other columns (or too bulky to be useful in a table).
 _HANDLED = {"kind", "run_id", "status", "role", "index", "failed_task", "reason", "config", "stats",
-            "images_per_sec", "step_start_wall", "task_images_per_sec"}
+            "images_per_sec", "step_start_wall", "task_images_per_sec", "step_breakdown"}
 
 
 def rows(runs: Sequence[Run], efficiency: Dict[str, float], root: str) -> List[Dict]:
@@ -57,6 +57,11 @@ def _cluster_row(run: Run, efficiency: float, root: str) -> Dict:
         _metrics(row, run.images_per_sec, run.step_stats)
         row["global_batch_size"] = run.global_batch
         row["scaling_efficiency"] = efficiency
+    split = (run.cluster or {}).get("step_breakdown") or {}
+    for part, value in (split.get("mean_s") or {}).items():  # mean per global step, as in summary.md
+        row[f"split_{part}_ms"] = value * 1e3
+    if split:
+        row["split_source"] = split.get("source")
     _extras(row, run.cluster or {})
     return row
 

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from tfbench.measure import elastic_steps, stats
+from tfbench.measure import breakdown, elastic_steps, stats
 
 RESULTS_FILE = "results.jsonl"
 
@@ -190,6 +190,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         "step_definition": definition,
         "step_label": label,
         "stats": stats.step_time_stats(series),
+        "step_breakdown": breakdown.of_run(task_records, series),
         "cores_per_worker": cores_per_worker(task_records),
         "shared_cores": {f"{r['role']}_{r['index']}": r["shares_cores_with"]
                          for r in task_records if r.get("kind") == "task" and r.get("shares_cores_with")},

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from tfbench.measure import breakdown
+
 
 def _row(name: str, step: str, rate: float, stats: dict) -> str:
     ms = lambda key: stats[key] * 1e3  # noqa: E731
@@ -45,6 +47,9 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
                  f"{cluster['stats']['count']} samples")
     lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
                  f" = {cluster['images_per_sec']:.1f}")
+    split = breakdown.line(cluster.get("step_breakdown"))
+    if split:
+        lines.append(split)
     lines += performance_lines(config, cluster, tasks)
     coordinator = next((t for t in tasks if t.get("cluster_steps")), {})
     if coordinator.get("updates_per_sec"):

@@ -18,6 +18,8 @@ CHARTS = (
     ("step time (ms), every worker", (r"^perf/step_time_ms$",)),
     ("host traffic (kbit/s), every host: tx and rx", (r"^link/(tx|rx)_kbps$", r"^host/net_.*_(tx|rx)_kbps$")),
     ("CPU (% of one core), every task", (r"^sys/cpu_percent$",)),
+    ("where each global step's time goes (ms), stacked: the bands between lines are compute, "
+     "communication, apply and waiting", (r"^split_stacked/",)),
 )
 ELASTIC_CHART = ("ranks in each step (Horovod elastic), every rank", (r"^perf/ranks$",))
 

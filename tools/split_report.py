@@ -1,0 +1,80 @@
+"""Where each global step's time goes, per sweep point: the step split of every run
+(tfbench.measure.breakdown) averaged over its repeats, as a section of summary.md and as a
+stacked-bar plot."""
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Sequence
+
+from tfbench.measure.breakdown import PARTS
+from tools.aggregate import Point, order_key
+from tools.summary import fmt, table
+
+COLUMNS = ("strategy", "num_workers", "num_ps", "ps_placement", "ps_sync", "batch_size", "link_bandwidth")
+
+
+def point_split(point: Point) -> Optional[dict]:
+    """Mean ms of each part over the point's runs that have a split (None: none has)."""
+    splits = [(r.cluster or {}).get("step_breakdown") or {} for r in point.runs]
+    splits = [s for s in splits if "mean_s" in s]
+    if not splits:
+        return None
+    mean = {p: 1e3 * sum(s["mean_s"].get(p, 0.0) for s in splits) / len(splits) for p in PARTS}
+    mean["step"] = 1e3 * sum(s["step_mean_s"] for s in splits) / len(splits)
+    mean["source"] = splits[0].get("source", "")
+    return mean
+
+
+def section(points: Sequence[Point]) -> List[str]:
+    """The summary.md section (empty when no run has a split)."""
+    rows = []
+    shown = [c for c in COLUMNS if len({repr(p.config.get(c)) for p in points}) > 1 or c in ("strategy",
+                                                                                              "num_workers")]
+    for p in sorted(points, key=lambda p: order_key(p.config)):
+        split = point_split(p)
+        if split is None:
+            continue
+        step = split["step"] or float("nan")
+        rows.append([p.config.get(c) for c in shown] +
+                    [f"{fmt(split[part], 1)} ({split[part] / step:.0%})" for part in PARTS] +
+                    [fmt(split["step"], 1), split["source"]])
+    if not rows:
+        return []
+    headers = shown + [f"{part} ms" for part in PARTS] + ["global step ms", "from"]
+    return ["", "## Where each global step's time goes", "",
+            "Mean per global step over the measured window (share of the step). Synchronous strategies: each "
+            "rank stamps the moment its gradients exist; compute is the mean from step start to that moment, "
+            "waiting the start skew and slower ranks, communication the rest (all-reduce and update). Parameter "
+            "servers: pull measured alone after the window, push measured, compute derived, waiting the "
+            "remainder. Every run record says how each part was obtained (`step_breakdown.methods`).", "",
+            table(headers, rows)]
+
+
+def plot(points: Sequence[Point], path: str) -> bool:
+    """Stacked bars of the parts, one bar per point with a split."""
+    rows = [(p, point_split(p)) for p in sorted(points, key=lambda p: order_key(p.config))]
+    rows = [(p, s) for p, s in rows if s is not None]
+    if not rows:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.5))
+    labels = [f"{p.config.get('strategy')}\n{p.config.get('num_workers')}w {p.config.get('link_bandwidth') or ''}"
+              for p, _ in rows]
+    bottom = [0.0] * len(rows)
+    for part in PARTS:
+        values = [s[part] for _, s in rows]
+        ax.bar(range(len(rows)), values, bottom=bottom, label=part)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("ms per global step")
+    ax.set_title("where each global step's time goes")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
