@@ -70,13 +70,13 @@ def _install():
     assert not reason, reason
 
 
-def _start(num_nodes, **kwargs):
+def _start(num_nodes, cpus_per_node, link_rate_bps=0, **timeouts):
     from cluster.slurm.node_cluster import NodeSlurm
 
     _install()
     directory = tempfile.mkdtemp(prefix="tfbench-slurm-nodes-")  # munged must reach it: not pytest's tmp
-    cluster = NodeSlurm(directory, **{k: kwargs.pop(k) for k in ("slurmd_timeout", "message_timeout") if k in kwargs})
-    cluster.start(num_nodes, **kwargs)
+    cluster = NodeSlurm(directory, **timeouts)
+    cluster.start(num_nodes, cpus_per_node, link_rate_bps)
     return cluster
 
 
@@ -108,9 +108,10 @@ def wait_for_empty_queue(cluster, timeout=30):
 
 
 def test_two_tasks_run_on_two_nodes_named_as_in_slurm(cluster, tmp_path):
-    proc = srun(cluster, "-N2", "-n2", "--label", "hostname")
+    proc = srun(cluster, "-N2", "-n2", "--label", "bash", "-c", "echo $(hostname) $SLURMD_NODENAME")
     assert proc.returncode == 0, proc.stderr
-    assert sorted(proc.stdout.split("\n")[:2]) == ["0: h0", "1: h1"]
+    assert sorted(proc.stdout.split("\n")[:2]) == ["0: h0 h0", "1: h1 h1"]
+    assert sorted(cluster.node_states()) == ["h0", "h1"]
     out = tmp_path / "batch.out"  # a batch script runs on the first node and starts steps from there
     proc = subprocess.run(["sbatch", "-N2", "-n2", f"--output={out}", "--wrap",
                            "echo batch=$(hostname); srun --label hostname -I"],
@@ -157,9 +158,11 @@ def test_zz_stop_cancels_jobs_and_leaves_nothing(cluster):
     assert netns.owner(cluster.key) is None and not root_link.present(cluster.network)
 
 
-def test_killed_slurmd_takes_its_node_down_and_ends_the_step_naming_it():
+@pytest.mark.parametrize("everything", [False, True], ids=["slurmd", "whole_node"])
+def test_killed_node_goes_down_and_its_step_ends_naming_it(everything):
     """slurmctld pings every SlurmdTimeout/3; a failed ping marks the node not responding ('*'),
-    and once it has not answered for SlurmdTimeout it is set DOWN and the job on it is ended."""
+    and once it has not answered for SlurmdTimeout it is set DOWN and the job on it is ended.
+    Whether only slurmd died or the node's steps with it makes no difference to what Slurm says."""
     from cluster import netns
 
     cluster = _start(2, cpus_per_node=1, slurmd_timeout=3, message_timeout=2)
@@ -167,15 +170,16 @@ def test_killed_slurmd_takes_its_node_down_and_ends_the_step_naming_it():
         step = subprocess.Popen(["srun", "-N2", "-n2", "sleep", "100"], env=cluster.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         end = time.monotonic() + 20
-        while cluster.node_states()["h1"][0] != "allocated":
-            assert time.monotonic() < end and step.poll() is None, "the step never started"
-            time.sleep(0.2)
         while not any(p.name() == "sleep" for p in netns.processes_in(cluster.node("h1").netns)):
             assert time.monotonic() < end and step.poll() is None, "the step never started on h1"
             time.sleep(0.2)
+        assert cluster.node_states()["h1"][0] == "allocated"
+        names = {p.pid: p.name() for p in netns.processes_in(cluster.node("h1").netns)}
         killed_at = time.monotonic()
-        (slurmd,) = cluster.kill_node("h1")
-        assert slurmd == cluster.daemons["slurmd-h1"].pid
+        killed = cluster.kill_node("h1", everything=everything)
+        expected = {"slurmd", "slurmstepd", "sleep"} if everything else {"slurmd"}
+        assert {names[pid] for pid in killed} == expected
+        assert cluster.daemons["slurmd-h1"].pid in killed
         out, _ = step.communicate(timeout=40)
         noticed_s = time.monotonic() - killed_at
         assert step.returncode != 0 and "Node failure on h1" in out, out
