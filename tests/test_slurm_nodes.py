@@ -159,19 +159,23 @@ def test_zz_stop_cancels_jobs_and_leaves_nothing(cluster):
 
 
 @pytest.mark.parametrize("everything", [False, True], ids=["slurmd", "whole_node"])
-def test_killed_node_goes_down_and_its_step_ends_naming_it(everything):
+def test_killed_node_goes_down_and_its_job_ends_naming_it(everything, tmp_path):
     """slurmctld pings every SlurmdTimeout/3; a failed ping marks the node not responding ('*'),
-    and once it has not answered for SlurmdTimeout it is set DOWN and the job on it is ended.
-    Whether only slurmd died or the node's steps with it makes no difference to what Slurm says."""
+    and once it has not answered for SlurmdTimeout it is set DOWN and the job on it ends
+    (NODE_FAIL, not requeued). Whether only slurmd died or the node's steps with it makes no
+    difference to what Slurm says."""
     from cluster import netns
 
     cluster = _start(2, cpus_per_node=1, slurmd_timeout=3, message_timeout=2)
     try:
-        step = subprocess.Popen(["srun", "-N2", "-n2", "sleep", "100"], env=cluster.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        out = tmp_path / "job.out"
+        proc = subprocess.run(["sbatch", "--parsable", "-N2", "-n2", f"--output={out}", "--wrap", "srun sleep 100"],
+                              env=cluster.env, capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        job = proc.stdout.strip()
         end = time.monotonic() + 20
         while not any(p.name() == "sleep" for p in netns.processes_in(cluster.node("h1").netns)):
-            assert time.monotonic() < end and step.poll() is None, "the step never started on h1"
+            assert time.monotonic() < end, "the job's step never started on h1"
             time.sleep(0.2)
         assert cluster.node_states()["h1"][0] == "allocated"
         names = {p.pid: p.name() for p in netns.processes_in(cluster.node("h1").netns)}
@@ -180,13 +184,14 @@ def test_killed_node_goes_down_and_its_step_ends_naming_it(everything):
         expected = {"slurmd", "slurmstepd", "sleep"} if everything else {"slurmd"}
         assert {names[pid] for pid in killed} == expected
         assert cluster.daemons["slurmd-h1"].pid in killed
-        out, _ = step.communicate(timeout=40)
+        wait_for_empty_queue(cluster)
         noticed_s = time.monotonic() - killed_at
-        assert step.returncode != 0 and "Node failure on h1" in out, out
-        state, reason = cluster.node_states()["h1"]
-        assert state == "down*" and reason == "Not responding"
+        assert noticed_s < 20, f"Slurm took {noticed_s:.1f} s to end the job"
+        show = subprocess.run(["scontrol", "show", "job", job], env=cluster.env, capture_output=True, text=True).stdout
+        assert "JobState=NODE_FAIL Reason=NodeDown" in show and "Restarts=0" in show, show
+        assert "srun: error: Node failure on h1" in out.read_text()
+        assert cluster.node_states()["h1"] == ("down*", "Not responding")
         assert cluster.node_states()["h0"][0] == "idle"
-        assert noticed_s < 20, f"Slurm took {noticed_s:.1f} s to notice"
     finally:
         _finish(cluster)
 

@@ -33,7 +33,8 @@ What this relies on in Debian's slurm-wlm 22.05.8-4+deb12u3 (bookworm); checked 
   silent for SlurmdTimeout/3, retries a refused connection once a second for
   min(MessageTimeout, 10) s before marking the node not responding ("*"), and sets it DOWN
   ("Not responding") at the first ping round SlurmdTimeout after its last answer; its job steps
-  then end with "srun: error: Node failure on <node>". Measured here from SIGKILL of a slurmd
+  then end with "srun: error: Node failure on <node>". JobRequeue=0: by default a batch job on
+  a failed node is requeued (pending again, to rerun from the start); here it ends (NODE_FAIL). Measured here from SIGKILL of a slurmd
   to DOWN: 6-10 s at SlurmdTimeout=3, MessageTimeout=2; 16 s at 5 and 5; 27 s at 10 and 10.
 
 Clean-up: the namespaces are claimed through cluster.netns's owner file before they exist, so
@@ -133,7 +134,7 @@ class NodeSlurm:
     def _write_conf(self, cpus: int) -> None:
         controller = f"{self.host}({self.login_address})"
         lines = conf.settings(self.dir, controller, portpicker.pick_unused_port(), self.munge_socket)
-        lines += [f"SlurmdTimeout={self.slurmd_timeout}", f"MessageTimeout={self.message_timeout}"]
+        lines += [f"SlurmdTimeout={self.slurmd_timeout}", f"MessageTimeout={self.message_timeout}", "JobRequeue=0"]
         lines += [f"NodeName={n.name} NodeAddr={n.address} NodeHostname={n.name} CPUs={cpus} State=UNKNOWN"
                   for n in self.nodes]
         lines.append(conf.partition(",".join(n.name for n in self.nodes)))
