@@ -174,9 +174,9 @@ class NodeSlurm:
         return [p.pid for p in procs]
 
     def stop(self) -> List[str]:
-        """Cancels every job, removes the namespaces (which kills slurmd and whatever still runs in
-        them, as `python -m cluster.netns --cleanup` would) and with them the login link, stops
-        slurmctld and munged; returns what is left (empty when all is gone)."""
+        """Cancels every job, deletes the login link, removes the namespaces (which kills slurmd and
+        whatever still runs in them, as `python -m cluster.netns --cleanup` would), stops slurmctld
+        and munged; returns what is left (empty when all is gone)."""
         left = []
         if "slurmctld" in self.daemons and self.daemons["slurmctld"].poll() is None:
             cancel_all(self.env, self.jobs)
