@@ -10,7 +10,8 @@ of a run whose launcher died (even by SIGKILL) are recognised at the next start,
 
 Removing a namespace first kills the processes still inside it; its veth ends, and with them
 their peers, the bridge and the shaping, go with the namespace. Nothing is created in the
-machine's own namespace.
+machine's own namespace but the login link of a private Slurm's nodes (cluster.root_link), a veth
+whose peer is in the switch namespace, so it goes too.
 """
 from __future__ import annotations
 
