@@ -11,7 +11,7 @@ reorders packets (TCP would read reordering as loss).
 
 One process serves every link of a run (select over all fds, microsecond timeouts). It runs in
 the switch namespace, so removing the run's namespaces kills it; PR_SET_PDEATHSIG ends it with
-its launcher; it exits by itself once its devices are gone.
+its launcher; it exits by itself when one of its devices is deleted.
 
     python -m cluster.delay_line --netns NS --parent PID --ready-fd FD --delay-ms D \
         [--jitter-ms J] [--seed S] HOST_FD:PORT_FD ...

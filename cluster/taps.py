@@ -9,8 +9,12 @@ forwarder could not move at more than a few hundred Mbit/s. The MTU stays 1500, 
 Ethernet MSS; tbf on a TAP device cuts a TSO packet bigger than its burst into frames before
 the forwarder reads them, as it does on a veth.
 
-A persistent TAP device lives until its namespace is removed; an fd is attached to it in its
-own namespace (the fd's socket belongs to the namespace it was opened in).
+A persistent TAP device lives until its namespace is removed; its fd is opened and attached in
+that namespace (TUNSETIFF looks the name up in the namespace the fd was opened in). A device can
+also be moved to another namespace with its fd attached and keeps working, but opening each in
+place needs no rename. An attached fd holds a reference on its namespace: the namespace only
+really goes once the delay line holding the fd is dead, which is why it lives in the switch
+namespace, where netns.remove_namespaces kills it first.
 """
 from __future__ import annotations
 

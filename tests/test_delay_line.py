@@ -239,3 +239,15 @@ def test_the_support_check_probes_tap_devices_not_netem(monkeypatch):
     assert netns.support_error(want_delay=False) is None
     assert netns.support_error(want_delay=True) == (
         "--link_latency needs TAP devices for its user-space delay line: /dev/net/tun is missing")
+
+
+def test_the_forwarder_exits_when_a_device_is_deleted():
+    """A deleted TAP device detaches its fd (EBADFD): the forwarder stops instead of spinning."""
+    from pyroute2 import NetNS
+
+    with Network(delay_ms=5.0) as net:
+        (forwarder,) = forwarders(net.key)
+        with NetNS(net.hosts[1].netns, flags=0) as ns:
+            ns.link("del", index=ns.link_lookup(ifname=links.HOST_IFACE)[0])
+        forwarder.wait(5)
+        assert not forwarder.is_running()
