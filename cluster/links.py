@@ -6,19 +6,21 @@
 Every host link is shaped in both directions with tbf: egress of the host's eth0 limits what
 the host sends, egress of its switch port what it receives. tbf keeps its rate in a 32-bit
 bytes/s field, so a link faster than 34 Gbit/s stays unshaped (veth carries ~10 Gbit/s here,
-bounded by the CPU); the rate measured at setup is what the run really had. Delay needs
-sch_netem: with it, a netem root adds the delay and the tbf hangs below it; without it (as on
-this machine's kernel) cluster.netns.support_error refuses --link_latency before anything starts.
+bounded by the CPU); the rate measured at setup is what the run really had. This kernel has no
+sch_netem, so a delayed network's links are TAP pairs instead of veth pairs (cluster.taps),
+shaped the same way, and one user-space process (cluster.delay_line) delays what each host
+sends; build() returns the handle that stops it.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 import threading
 import time
 from typing import List, Optional, Tuple
 
-from cluster import netns
+from cluster import delay_line, netns, taps
 from cluster.netns_exec import run_in
 
 BRIDGE = "br0"
@@ -51,7 +53,12 @@ class Network:
     hosts: Tuple[Host, ...]
     rate_bps: int = 0  # configured per direction; 0: unshaped
     shaped: bool = False
-    delay_ms: float = 0.0  # per direction, through netem
+    delay_ms: float = 0.0  # one way between any two hosts, by the delay line
+    jitter_ms: float = 0.0  # uniform in [-jitter_ms, +jitter_ms] around delay_ms, never reordering
+
+    @property
+    def delayed(self) -> bool:
+        return self.delay_ms > 0
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
@@ -66,7 +73,8 @@ class Network:
     def to_dict(self) -> dict:
         return {"key": self.key, "switch": self.switch, "bridge_address": self.bridge_address,
                 "bridge": BRIDGE, "host_iface": HOST_IFACE, "rate_bps": self.rate_bps, "shaped": self.shaped,
-                "delay_ms": self.delay_ms,
+                "delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
+                "links": "tap pairs and a user-space delay line" if self.delayed else "veth pairs",
                 "hosts": [dict(dataclasses.asdict(h), port=h.port) for h in self.hosts]}
 
 
@@ -75,53 +83,80 @@ def subnet(key: str) -> str:
     return f"10.{200 + int(key[:2], 16) % 50}.{int(key[2:4], 16)}"
 
 
-def plan_network(key: str, n_hosts: int, rate_bps: int = 0, delay_ms: float = 0.0) -> Network:
+def plan_network(key: str, n_hosts: int, rate_bps: int = 0, delay_ms: float = 0.0,
+                 jitter_ms: float = 0.0) -> Network:
+    """The run's network on paper; ValueError (one line) for a delay the delay line cannot keep."""
+    refused = delay_line.refusal(delay_ms, jitter_ms, rate_bps)
+    if refused:
+        raise ValueError(refused)
     net = subnet(key)
     hosts = tuple(Host(f"h{i}", netns.ns_name(key, f"h{i}"), f"{net}.{i + 2}") for i in range(n_hosts))
     return Network(key, netns.ns_name(key, "sw"), f"{net}.1", hosts, rate_bps,
-                   shaped=0 < rate_bps <= TBF_MAX_BPS, delay_ms=delay_ms)
+                   shaped=0 < rate_bps <= TBF_MAX_BPS, delay_ms=delay_ms, jitter_ms=jitter_ms)
 
 
-def build(net: Network) -> None:
-    """Creates the namespaces, bridge, links, addresses and shaping (cluster.netns.claim first)."""
+@dataclasses.dataclass
+class Running:
+    """What build() started beside the namespaces: the delay line of a delayed network."""
+
+    delay_line: Optional[delay_line.DelayLine] = None
+
+    def stop(self) -> None:
+        """Stops it (idempotent); the namespaces themselves go with netns.remove_run."""
+        if self.delay_line is not None:
+            self.delay_line.stop()
+
+
+def build(net: Network) -> Running:
+    """Creates the namespaces, bridge, links, addresses and shaping (cluster.netns.claim first),
+    and for a delayed network starts its delay line. On an exception the delay line is stopped;
+    the namespaces are the caller's to remove (netns.remove_run), as on success."""
     from pyroute2 import NetNS
     from pyroute2 import netns as pr_netns
 
     for name in net.namespaces:
         pr_netns.create(name)
-    with NetNS(net.switch, flags=0) as sw:
-        _up(sw, "lo")
-        sw.link("add", ifname=BRIDGE, kind="bridge")
-        bridge = _index(sw, BRIDGE)
-        sw.addr("add", index=bridge, address=net.bridge_address, prefixlen=PREFIXLEN)
-        sw.link("set", index=bridge, state="up")
+    fds: List[int] = []
+    try:
+        if net.delayed:
+            for host in net.hosts:  # each TAP's fd is opened in its own namespace
+                fds += [taps.create(host.netns, HOST_IFACE), taps.create(net.switch, host.port)]
+        with NetNS(net.switch, flags=0) as sw:
+            _up(sw, "lo")
+            sw.link("add", ifname=BRIDGE, kind="bridge")
+            bridge = _index(sw, BRIDGE)
+            sw.addr("add", index=bridge, address=net.bridge_address, prefixlen=PREFIXLEN)
+            sw.link("set", index=bridge, state="up")
+            for host in net.hosts:
+                if not net.delayed:
+                    sw.link("add", ifname=host.port, kind="veth", peer={"ifname": HOST_IFACE, "net_ns_fd": host.netns})
+                port = _index(sw, host.port)
+                sw.link("set", index=port, master=bridge, state="up")
+                shape(sw, port, net)
         for host in net.hosts:
-            sw.link("add", ifname=host.port, kind="veth", peer={"ifname": HOST_IFACE, "net_ns_fd": host.netns})
-            port = _index(sw, host.port)
-            sw.link("set", index=port, master=bridge, state="up")
-            shape(sw, port, net)
-    for host in net.hosts:
-        with NetNS(host.netns, flags=0) as ns:
-            _up(ns, "lo")
-            iface = _index(ns, HOST_IFACE)
-            ns.addr("add", index=iface, address=host.address, prefixlen=PREFIXLEN)
-            ns.link("set", index=iface, state="up")
-            shape(ns, iface, net)
+            with NetNS(host.netns, flags=0) as ns:
+                _up(ns, "lo")
+                iface = _index(ns, HOST_IFACE)
+                ns.addr("add", index=iface, address=host.address, prefixlen=PREFIXLEN)
+                ns.link("set", index=iface, state="up")
+                shape(ns, iface, net)
+        if not net.delayed:
+            return Running()
+        pairs = list(zip(fds[::2], fds[1::2]))
+        return Running(delay_line.start(net.switch, pairs, net.delay_ms, net.jitter_ms, seed=int(net.key, 16)))
+    finally:
+        for fd in fds:  # the delay line holds its own copies
+            os.close(fd)
 
 
 def shape(ipr, index: int, net: Network) -> None:
-    """tbf at the link rate (a few ms of burst, a queue of QUEUE_S), below a netem root that
-    adds the delay when one is asked for."""
-    parent = {}
-    if net.delay_ms > 0:
-        ipr.tc("add", "netem", index=index, handle=0x10000, delay=int(net.delay_ms * 1000), limit=100000)
-        parent = {"parent": 0x10001, "handle": 0x100000}
+    """tbf at the link rate (a few ms of burst, a queue of QUEUE_S) as the root of the device's
+    egress; nothing for an unshaped network."""
     if not net.shaped:
         return
     rate = net.rate_bps // 8
     burst = max(int(rate * BURST_S), MIN_BURST)
-    ipr.tc("add", "tbf", index=index, rate=rate, burst=burst, limit=int(rate * QUEUE_S) + burst,
-           **(parent or {"handle": 0x10000}))
+    ipr.tc("add", "tbf", index=index, rate=rate, burst=burst, limit=int(rate * QUEUE_S) + burst, handle=0x10000)
 
 
 def _index(ipr, ifname: str) -> int:

@@ -8,10 +8,11 @@ of a run whose launcher died (even by SIGKILL) are recognised at the next start,
     python -m cluster.netns --cleanup        remove namespaces of runs whose owner is gone
     python -m cluster.netns --list           show every tfbench namespace and its owner
 
-Removing a namespace first kills the processes still inside it; its veth ends, and with them
-their peers, the bridge and the shaping, go with the namespace. Nothing is created in the
-machine's own namespace but the login link of a private Slurm's nodes (cluster.root_link), a veth
-whose peer is in the switch namespace, so it goes too.
+Removing a namespace first kills the processes still inside it (a delayed run's delay line
+lives in its switch namespace); its veth ends, and with them their peers, its TAP devices, the
+bridge and the shaping, go with the namespace. Nothing is created in the machine's own namespace
+but the login link of a private Slurm's nodes (cluster.root_link), a veth whose peer is in the
+switch namespace, so it goes too.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import psutil
 PREFIX = "tfb-"
 NETNS_DIR = "/run/netns"
 OWNER_DIR = "/run/tfbench/netns"
-NETEM_HELP = "needs the kernel's sch_netem (CONFIG_NET_SCH_NETEM), which this kernel lacks"
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_key(run_path: str) -> str:
@@ -193,29 +194,36 @@ from pyroute2 import IPRoute
 ipr = IPRoute()
 lo = ipr.link_lookup(ifname="lo")[0]
 ipr.link("set", index=lo, state="up")
-for kind, kw in (("tbf", dict(rate="10mbit", burst=32768, latency="50ms")), ("netem", dict(delay=1000))):
-    try:
-        ipr.tc("add", kind, index=lo, handle="1:", **kw)
-        ipr.tc("del", index=lo, handle="1:", root=True)
-        print(kind + ":ok")
-    except Exception as e:
-        print(kind + ":" + str(e))
+try:
+    ipr.tc("add", "tbf", index=lo, handle="1:", rate="10mbit", burst=32768, latency="50ms")
+    ipr.tc("del", index=lo, handle="1:", root=True)
+    print("tbf:ok")
+except Exception as e:
+    print("tbf:" + str(e))
+from cluster import taps
+print("tap:" + (taps.support_error() or "ok"))
 """
 
 
 def probe() -> Dict[str, str]:
     """What this user and kernel allow, tried in a throwaway namespace of a child process
-    (gone with it): {"unshare"|"tbf"|"netem": "ok" or the error}."""
+    (gone with it, and with it the probe's TAP device): {"unshare"|"tbf"|"tap": "ok" or the error}."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p))
     try:
-        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=30,
+                             env=env).stdout
     except (OSError, subprocess.SubprocessError) as e:
         return {"unshare": str(e)}
     found = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
     return found or {"unshare": "the namespace probe printed nothing"}
 
 
-def support_error(want_delay: bool) -> Optional[str]:
-    """One line saying why an emulated run cannot start here, or None."""
+def support_error(want_delay: bool, delay_ms: float = 0.0, jitter_ms: float = 0.0, rate_bps: int = 0) -> Optional[str]:
+    """One line saying why an emulated run cannot start here, or None. A delay needs TAP devices
+    for the user-space delay line (no sch_netem), and delay, jitter and rate that it can keep
+    faithfully (cluster.delay_line.refusal)."""
+    from cluster import delay_line
+
     if os.geteuid() != 0:
         return "--network=emulated needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network namespaces"
     if not os.access(os.path.dirname(NETNS_DIR), os.W_OK):
@@ -225,8 +233,10 @@ def support_error(want_delay: bool) -> Optional[str]:
         return f"--network=emulated cannot create network namespaces here: {found['unshare']}"
     if found.get("tbf") != "ok":
         return f"--network=emulated needs the kernel's tbf qdisc for link shaping: {found.get('tbf')}"
-    if want_delay and found.get("netem") != "ok":
-        return f"--link_latency {NETEM_HELP}"
+    if want_delay or delay_ms or jitter_ms:
+        if found.get("tap") != "ok":
+            return f"--link_latency needs TAP devices for its user-space delay line: {found.get('tap')}"
+        return delay_line.refusal(delay_ms, jitter_ms, rate_bps)
     return None
 
 

@@ -5,9 +5,9 @@ links (cluster.links), gives the plan's hosts h0, h1, ... their addresses (TF_CO
 measures the rate the links really carry, and for Horovod starts Horovod's Gloo rendezvous
 inside the switch namespace (cluster.horovod_gloo). Every task then runs inside its host's
 namespace (cluster.netns_exec), so its gRPC servers are reachable from the run's namespaces
-only. cleanup() stops the rendezvous and removes every namespace of the run, and with them the
-bridge, the veth pairs and their shaping; the owner file lets the next start remove them if the
-launcher itself was killed.
+only. cleanup() stops the rendezvous and the delay line (a delayed network's), and removes
+every namespace of the run, and with them the bridge, the veth or TAP pairs and their shaping;
+the owner file lets the next start remove them if the launcher itself was killed.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class EmulatedLauncher(Launcher):
         self.config = config
         self.key: Optional[str] = None
         self.net: Optional[links.Network] = None
+        self.running: Optional[links.Running] = None  # a delayed network's delay line
         self.rendezvous: Optional[horovod_gloo.Rendezvous] = None
         self.facts: dict = {"network": self.name}
 
@@ -39,7 +40,7 @@ class EmulatedLauncher(Launcher):
         self.key = netns.open_run(self.run.path)
         names = list(dict.fromkeys(t.host for t in plan.tasks))
         self.net = links.plan_network(self.key, len(names), self.config.link_rate_bps, self.config.link_latency)
-        links.build(self.net)
+        self.running = links.build(self.net)
         plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
         self.facts["link"] = self._link_facts()
         if plan.strategy == "horovod":
@@ -86,6 +87,9 @@ class EmulatedLauncher(Launcher):
         if self.rendezvous is not None:
             self.rendezvous.stop()
             self.rendezvous = None
+        if self.running is not None:
+            self.running.stop()
+            self.running = None
         if self.key is not None:
             netns.close_run(self.key)
 
