@@ -28,6 +28,8 @@ from typing import Dict, List, Optional
 
 import psutil
 
+from cluster import delay_line
+
 PREFIX = "tfb-"
 NETNS_DIR = "/run/netns"
 OWNER_DIR = "/run/tfbench/netns"
@@ -222,8 +224,6 @@ def support_error(want_delay: bool, delay_ms: float = 0.0, jitter_ms: float = 0.
     """One line saying why an emulated run cannot start here, or None. A delay needs TAP devices
     for the user-space delay line (no sch_netem), and delay, jitter and rate that it can keep
     faithfully (cluster.delay_line.refusal)."""
-    from cluster import delay_line
-
     if os.geteuid() != 0:
         return "--network=emulated needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network namespaces"
     if not os.access(os.path.dirname(NETNS_DIR), os.W_OK):

@@ -43,7 +43,9 @@ def check_slurm() -> None:
 
 
 def check_namespaces(config) -> None:
-    """Network namespaces, tbf and (for --link_latency) netem must work here before anything starts."""
-    problem = netns.support_error(want_delay=config.link_latency > 0)
+    """Network namespaces and tbf must work here, and for --link_latency TAP devices with a delay,
+    jitter and rate the user-space delay line keeps faithfully, before anything starts."""
+    problem = netns.support_error(want_delay=config.link_latency > 0, delay_ms=config.link_latency,
+                                  jitter_ms=config.link_jitter, rate_bps=config.link_rate_bps)
     if problem:
         raise ConfigError(problem)

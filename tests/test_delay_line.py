@@ -16,7 +16,8 @@ import psutil
 import pytest
 from test_emulated import ROOT, assert_nothing_left, setup_run, where_command
 
-from cluster import delay_line, launcher, link_probe, links, netns
+from cluster import delay_line, link_probe, links, netns
+from cluster.launchers import launch as launcher
 from cluster.netns_exec import run_in
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from cluster import horovod_gloo, links, netns, netns_exec
+from cluster import horovod_gloo, link_probe, links, netns, netns_exec
 from cluster.launchers.base import Launcher, TaskCommand, Unit
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import with_hosts
@@ -21,7 +21,6 @@ from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 
 NETWORK_FILE = "network.json"
-MEASURE_S = 0.6
 
 
 class EmulatedLauncher(Launcher):
@@ -39,7 +38,8 @@ class EmulatedLauncher(Launcher):
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
         self.key = netns.open_run(self.run.path)
         names = list(dict.fromkeys(t.host for t in plan.tasks))
-        self.net = links.plan_network(self.key, len(names), self.config.link_rate_bps, self.config.link_latency)
+        self.net = links.plan_network(self.key, len(names), self.config.link_rate_bps, self.config.link_latency,
+                                      self.config.link_jitter)
         self.running = links.build(self.net)
         plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
         self.facts["link"] = self._link_facts()
@@ -50,21 +50,26 @@ class EmulatedLauncher(Launcher):
         return plan
 
     def _link_facts(self) -> dict:
-        """What the run's links were asked for and what one TCP stream really got, both ways."""
-        h0 = self.net.hosts[0]
-        tx = links.measure(h0.netns, self.net.switch, self.net.bridge_address, MEASURE_S)
-        rx = links.measure(self.net.switch, h0.netns, h0.address, MEASURE_S)
+        """What the run's links were asked for and what they really do between two hosts (round
+        trip, Hockney alpha and beta, one TCP stream each way: cluster.link_probe); a network that
+        is not what was configured ends the run here, before any task starts."""
         rate = self.config.link_rate_bps
+        measured = link_probe.probe(self.net)
+        problem = link_probe.check(measured, self.config.link_latency, rate, self.net.shaped)
+        if problem:
+            raise RuntimeError(f"the emulated links are not what was asked for: {problem}")
         facts = {
             "num_hosts": len(self.net.hosts),
             "link_bandwidth": self.config.link_bandwidth or "unshaped",
             "configured_bps": rate or None,
             "shaped": self.net.shaped,
             "delay_ms": self.config.link_latency,
+            "jitter_ms": self.config.link_jitter,
             "expected_goodput_bps": round(links.expected_goodput(rate)) if self.net.shaped else None,
-            "measured_tx_bps": tx,
-            "measured_rx_bps": rx,
-            "measured_with": f"one TCP stream for {MEASURE_S:g} s each way between h0 and the switch",
+            "measured_tx_bps": measured["throughput_bps"]["forward"],
+            "measured_rx_bps": measured["throughput_bps"]["backward"],
+            **{k: measured[k] for k in ("rtt_ms", "alpha_ms", "beta_bps", "window_limited", "path")},
+            "measured_with": measured["measured_with"],
         }
         if rate and not self.net.shaped:
             facts["note"] = (f"{rate / 1e9:g} Gbit/s is above tbf's 32-bit rate (34 Gbit/s): the links are "

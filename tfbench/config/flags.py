@@ -82,7 +82,10 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
                               "namespace, joined through a bridge by shaped links."),
         ("string", "link_bandwidth", "emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a "
                                      f"preset ({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped."),
-        ("float", "link_latency", "emulated: delay per direction in ms (needs sch_netem)."),
+        ("float", "link_latency", "emulated: one-way delay in ms between any two hosts (a user-space delay line "
+                                  "on TAP devices; at least 1 ms); 0: none."),
+        ("float", "link_jitter", "emulated: uniform jitter in ms around --link_latency (at most the latency; "
+                                 "packets stay in order)."),
     )),
     ("Performance", (
         ("string", "precision", "fp32, bf16 (CPUs with BF16 instructions, GPUs) or fp16 (GPUs, loss-scaled): "

@@ -62,7 +62,8 @@ class RunConfig:
     # Network: emulated hosts (a network namespace each) joined by shaped links.
     network: str = "local"
     link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
-    link_latency: float = 0.0  # ms of delay per direction; needs sch_netem
+    link_latency: float = 0.0  # ms one way between two hosts (cluster.delay_line); 0: none
+    link_jitter: float = 0.0  # ms, uniform around link_latency
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.framework.precision)
     straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)

@@ -119,6 +119,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(emulated or not c.link_bandwidth, "--link_bandwidth applies to --network=emulated only")
     need(emulated or c.link_latency == 0, "--link_latency applies to --network=emulated only")
     need(c.link_latency >= 0, f"--link_latency must be 0 or more milliseconds, got {c.link_latency}")
+    need(emulated or c.link_jitter == 0, "--link_jitter applies to --network=emulated only")
+    need(c.link_jitter >= 0, f"--link_jitter must be 0 or more milliseconds, got {c.link_jitter}")
     need(not emulated or c.hosts == ("localhost",),
          "--hosts does not apply to --network=emulated: its hosts are network namespaces of this machine")
     c.link_rate_bps  # raises ConfigError on a bad rate
