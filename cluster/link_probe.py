@@ -13,7 +13,9 @@ and from one TCP stream each way (received bytes after the first round trips of 
 its sender's buffer as large as the kernel allows (2 x net.core.wmem_max), so that the link and
 not the buffer sets the rate where it can. A stream whose bytes in flight (rate x RTT) fill half
 its send buffer or more is window-limited: over this RTT the hosts' TCP buffers, not the link,
-hold it back. check() turns the measurements into a one-line refusal when the links are not what
+hold it back (the receiver's autotuned buffer, capped by net.ipv4.tcp_rmem, counts as much as the
+sender's: at a 400 ms round trip this kernel's default 6 MB holds one stream near 60 Mbit/s, as it
+would hold gRPC's). check() turns the measurements into a one-line refusal when the links are not what
 was configured.
 """
 from __future__ import annotations
@@ -30,10 +32,12 @@ from cluster.netns_exec import run_in
 
 RTT_SAMPLES = 20
 REPEATS = 3
+PROBE_BUDGET_S = 1.0  # round trips and repeated messages are cut to about this much time on long links
 SMALLEST, LARGEST, STEP = 1024, 4 * 2 ** 20, 8
 MESSAGE_BUDGET_S = 0.1  # the largest message takes about this long at the measured throughput
 STREAM_S, STREAM_SKIP_S = 0.3, 0.1
-STARTUP_RTTS = 8  # a stream's first round trips (slow start) are not counted
+STARTUP_RTTS = 12  # a stream's first round trips (slow start, BBR's start-up) are not counted
+STREAM_RTTS = 2  # ... and it is counted for at least this many round trips
 TIMEOUT_S = 10.0
 SEND_BUFFER = 2 ** 30  # asked for; the kernel grants at most 2 x net.core.wmem_max
 WINDOW_LIMITED = 0.5  # bytes in flight over the send buffer from which a stream is window-limited
@@ -54,11 +58,14 @@ def endpoints(net) -> Tuple[Endpoint, Endpoint, int]:
 def probe(net) -> dict:
     """The measurements of a built links.Network, as a run record holds them."""
     src, dst, delayed = endpoints(net)
-    rtt = statistics.median(exchange(src, dst, [1] * RTT_SAMPLES))
+    first = statistics.median(exchange(src, dst, [1] * 3))
+    samples, repeats = samples_for(first)
+    rtt = statistics.median(exchange(src, dst, [1] * samples))
     skip = max(STREAM_SKIP_S, STARTUP_RTTS * rtt)
-    forward, backward = stream(src, dst, skip_s=skip), stream(dst, src, skip_s=skip)
+    seconds = max(STREAM_S, STREAM_RTTS * rtt)
+    forward, backward = stream(src, dst, seconds, skip), stream(dst, src, seconds, skip)
     sizes = message_sizes(min(forward["bps"], backward["bps"]) / 8)
-    timed = exchange(src, dst, [s for _ in range(REPEATS) for s in sizes])
+    timed = exchange(src, dst, [s for _ in range(repeats) for s in sizes])
     medians = [statistics.median(timed[i::len(sizes)]) for i in range(len(sizes))]
     alpha_s, beta = fit_hockney(sizes, medians)
     return {
@@ -66,16 +73,25 @@ def probe(net) -> dict:
         "rtt_ms": round(rtt * 1000, 3),
         "alpha_ms": round(alpha_s * 1000, 3), "beta_bps": round(beta * 8),
         "throughput_bps": {"forward": round(forward["bps"]), "backward": round(backward["bps"])},
-        "window_limited": {way: window_limited(got["bps"], rtt, got["send_buffer"])
+        "window_limited": {way: window_limited(got["bps"], rtt, min(got["send_buffer"], got["recv_buffer"]))
                            for way, got in (("forward", forward), ("backward", backward))},
-        "send_buffer_bytes": forward["send_buffer"],
-        "measured_with": (f"{RTT_SAMPLES} 1-byte round trips on one TCP connection (median); one TCP stream "
-                          f"each way for {STREAM_S:g} s after {skip:.2f} s of start-up, the largest send buffer "
+        "send_buffer_bytes": forward["send_buffer"], "recv_buffer_bytes": forward["recv_buffer"],
+        "measured_with": (f"{samples} 1-byte round trips on one TCP connection (median); one TCP stream "
+                          f"each way for {seconds:.2f} s after {skip:.2f} s of start-up, the largest send buffer "
                           f"the kernel grants; messages of "
-                          f"{sizes[0]}..{sizes[-1]} bytes x{REPEATS} on one connection, each answered by 1 byte "
+                          f"{sizes[0]}..{sizes[-1]} bytes x{repeats} on one connection, each answered by 1 byte "
                           f"(median per size, fitted to 2 alpha + bytes/beta)"),
-        "message_sizes": sizes, "repeats": REPEATS,
+        "message_sizes": sizes, "repeats": repeats,
     }
+
+
+def samples_for(rtt_s: float) -> Tuple[int, int]:
+    """(round trips, repeats of each message size): all of them on short links, fewer on long
+    ones so that a 200 ms link is probed in seconds, not a minute."""
+    if rtt_s <= 0:
+        return RTT_SAMPLES, REPEATS
+    return (min(RTT_SAMPLES, max(5, int(PROBE_BUDGET_S / rtt_s))),
+            min(REPEATS, max(1, int(PROBE_BUDGET_S / (4 * rtt_s)))))
 
 
 def message_sizes(bytes_per_s: float) -> List[int]:
@@ -203,7 +219,7 @@ def exchange(src: Endpoint, dst: Endpoint, schedule: Sequence[int]) -> List[floa
 
 def stream(src: Endpoint, dst: Endpoint, seconds: float = STREAM_S, skip_s: float = STREAM_SKIP_S) -> dict:
     """{"bps": bits/s of one TCP stream src -> dst counted after skip_s, "send_buffer": the
-    sender's buffer in bytes}."""
+    sender's buffer and "recv_buffer": the receiver's (autotuned) buffer, in bytes}."""
     server = _listen(dst)
     got: dict = {}
 
@@ -230,6 +246,8 @@ def stream(src: Endpoint, dst: Endpoint, seconds: float = STREAM_S, skip_s: floa
                     counted += n
             if first is not None and now > first:
                 got["bps"] = counted * 8 / (now - first)
+            # autotuned by now: the receiver advertises at most about half of it as its window
+            got["recv_buffer"] = conn.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
     receiver = threading.Thread(target=receive, name="link-probe-stream", daemon=True)
     receiver.start()
@@ -249,4 +267,4 @@ def stream(src: Endpoint, dst: Endpoint, seconds: float = STREAM_S, skip_s: floa
         server.close()
     if "bps" not in got:
         raise RuntimeError(f"no data arrived from {src[1]} at {dst[1]}")
-    return {"bps": got["bps"], "send_buffer": send_buffer}
+    return {"bps": got["bps"], "send_buffer": send_buffer, "recv_buffer": got.get("recv_buffer", send_buffer)}

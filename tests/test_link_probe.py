@@ -92,3 +92,9 @@ def test_delay_line_accepts_what_it_can_delay():
     net = links.plan_network("a1b2c3", 2, 10 ** 8, 20.0, 2.0)
     assert net.delayed and not links.plan_network("a1b2c3", 2, 10 ** 8).delayed
     assert net.to_dict()["jitter_ms"] == 2.0 and net.to_dict()["links"] == "tap pairs and a user-space delay line"
+
+
+def test_long_links_are_probed_with_fewer_round_trips():
+    assert link_probe.samples_for(0.0002) == (link_probe.RTT_SAMPLES, link_probe.REPEATS)
+    assert link_probe.samples_for(0.1) == (10, 2)
+    assert link_probe.samples_for(0.4) == (5, 1)  # a 200 ms link: seconds, not a minute

@@ -18,7 +18,7 @@ from tfbench.config.errors import ConfigError
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
         "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
-        "precision", "xla", "straggler")
+        "link_latency", "precision", "xla", "straggler")
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id")
 _DEFAULTS = config_lib.RunConfig()
