@@ -50,7 +50,7 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
     # a ps and the coordinator get a core of their own when the machine has one to spare
     reserve = [1] * len(local_ps) + ([1] if ps_strategy and local(hosts[0]) else [])
     groups, spare, enough = cores_lib.split_with_reserve(cores, max(1, len(local_workers)), per_worker, reserve)
-    if not enough:
+    if not enough and local_workers:  # tasks on other machines take none of these cores
         warnings.append(f"{len(local_workers)} compute tasks share {len(cores)} cores: steps will be "
                         f"slower than on dedicated cores")
     worker_cores: Dict[int, tuple] = {i: groups[x] for x, i in enumerate(local_workers)}

@@ -66,9 +66,9 @@ def main(argv) -> int:
     try:
         config = validated_config()
         if config.launcher == "slurm":
-            from cluster.slurm.steps import plan_for
+            from cluster.slurm.nodes import checked_plan
 
-            plan = plan_for(config)
+            plan = checked_plan(config)
         else:
             plan = make_plan(config)
             check_memory(config, plan, in_process=FLAGS.dry_run)

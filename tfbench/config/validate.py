@@ -35,10 +35,15 @@ def _need(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False) -> RunConfig:
+def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False,
+             engine_nodes: bool = False) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
 
     `by_hand`: the user starts the tasks (python -m cluster.plan), so --hosts may name any machine.
+    `engine_nodes`: an engine places the tasks on nodes of its own (python -m cluster.k8s), as
+    --launcher=slurm does: their cores are the nodes', not this machine's, so --cores_per_worker
+    is not checked against os.cpu_count() (cluster.slurm.nodes asks Slurm; Kubernetes refuses a
+    pod that no node can hold).
 
     `gpu_count` is looked up lazily (it needs TensorFlow) and only when the config asks for a
     GPU or for NCHW, so that most runs validate without importing TensorFlow.
@@ -62,8 +67,11 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.source_image_size == 0 or c.source_image_size >= c.image_size,
          f"--source_image_size={c.source_image_size} is smaller than --image_size={c.image_size}; images are cropped, not enlarged")
     need(c.data_format in DATA_FORMATS, f"--data_format={c.data_format!r} is unknown; choose NHWC or NCHW")
-    need(0 <= c.cores_per_worker <= os.cpu_count(),
-         f"--cores_per_worker must be between 0 (auto) and this machine's {os.cpu_count()} cores, got {c.cores_per_worker}")
+    need(c.cores_per_worker >= 0, f"--cores_per_worker must be 0 (auto) or more, got {c.cores_per_worker}")
+    if _tasks_run_here(c, engine_nodes):
+        need(c.cores_per_worker <= os.cpu_count(),
+             f"--cores_per_worker must be between 0 (auto) and this machine's {os.cpu_count()} cores, "
+             f"got {c.cores_per_worker}")
     need(c.num_intra_threads >= 0, f"--num_intra_threads must be 0 (auto) or more, got {c.num_intra_threads}")
     need(c.num_inter_threads >= 0, f"--num_inter_threads must be 0 (auto) or more, got {c.num_inter_threads}")
     need(c.display_every > 0, f"--display_every must be positive, got {c.display_every}")
@@ -145,6 +153,14 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
 
     _check_logdir(c.logdir, c.run_id)
     return c
+
+
+def _tasks_run_here(c: RunConfig, engine_nodes: bool) -> bool:
+    """Whether some task runs on this machine and takes its cores: not on Slurm's or Kubernetes'
+    nodes, nor when every --hosts entry names another machine (tasks started by hand)."""
+    if engine_nodes or c.launcher == "slurm":
+        return False
+    return any(is_this_machine(h) for h in c.hosts)
 
 
 def _check_launch(c: RunConfig) -> None:
