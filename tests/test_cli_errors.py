@@ -31,6 +31,7 @@ BAD_INPUTS = [
     (["--all_reduce=ring"], "--all_reduce applies to --strategy=multi_worker_mirrored"),
     (["--no_such_flag=1"], "no_such_flag"),
     (["positional"], "unexpected arguments"),
+    (["--logdir=/proc/nope", "--dry_run"], "--logdir='/proc/nope' cannot be created: /proc takes no new directory"),
     (["--cores_per_worker=4096"], "--cores_per_worker must be between 0"),
     (["--straggler=worker_0:2"], "--straggler needs peers"),
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--straggler=worker_2:2"], "expected TASK:FACTOR"),

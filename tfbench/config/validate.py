@@ -200,7 +200,11 @@ def _check_launch(c: RunConfig) -> None:
 
 
 def _check_logdir(logdir: str, run_id: str) -> None:
-    """The logdir must be creatable and writable, and a named run must not exist yet."""
+    """The logdir must be creatable and writable, and a named run must not exist yet.
+
+    Permission bits do not say whether a directory takes new entries (root passes os.access on
+    /proc, a read-only mount or a full disk), so a probe directory is really created in the
+    deepest part of the path that exists, and removed again."""
     path = os.path.abspath(logdir)
     probe = path
     while not os.path.exists(probe):
@@ -210,8 +214,13 @@ def _check_logdir(logdir: str, run_id: str) -> None:
         probe = parent
     if not os.path.isdir(probe):
         raise ConfigError(f"--logdir={logdir!r} cannot be created: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--logdir={logdir!r} is not writable")
+    trial = os.path.join(probe, f".tfbench-probe-{os.getpid()}")
+    try:
+        os.mkdir(trial)
+        os.rmdir(trial)
+    except OSError as e:
+        raise ConfigError(f"--logdir={logdir!r} cannot be created: {probe} takes no new directory "
+                          f"({e.strerror or e})") from None
     if run_id and os.path.exists(os.path.join(path, run_id)):
         raise ConfigError(f"run {run_id!r} already exists in {logdir}; runs are never overwritten, pick another --run_id")
 
