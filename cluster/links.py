@@ -5,8 +5,9 @@
 
 Every host link is shaped in both directions with tbf: egress of the host's eth0 limits what
 the host sends, egress of its switch port what it receives. tbf keeps its rate in a 32-bit
-bytes/s field, so a link faster than 34 Gbit/s stays unshaped (veth carries ~10 Gbit/s here,
-bounded by the CPU); the rate measured at setup is what the run really had. Delay needs
+bytes/s field, so a faster link cannot be shaped and validation refuses one (an empty
+--link_bandwidth asks for unshaped veth, bounded by the CPU); the rate measured at setup is what
+the run really had. Delay needs
 sch_netem: with it, a netem root adds the delay and the tbf hangs below it; without it (as on
 this machine's kernel) cluster.netns.support_error refuses --link_latency before anything starts.
 """
@@ -20,11 +21,11 @@ from typing import List, Optional, Tuple
 
 from cluster import netns
 from cluster.netns_exec import run_in
+from tfbench.config.choices import TBF_MAX_BPS
 
 BRIDGE = "br0"
 HOST_IFACE = "eth0"
 PREFIXLEN = 24
-TBF_MAX_BPS = (2 ** 32 - 1) * 8  # tbf's rate field: bytes/s in 32 bits
 BURST_S = 0.004  # tokens for 4 ms at the link rate
 MIN_BURST = 32 * 1024
 QUEUE_S = 0.05  # at most 50 ms of data waits in a link's queue

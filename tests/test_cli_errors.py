@@ -32,6 +32,8 @@ BAD_INPUTS = [
     (["--no_such_flag=1"], "no_such_flag"),
     (["positional"], "unexpected arguments"),
     (["--logdir=/proc/nope", "--dry_run"], "--logdir='/proc/nope' cannot be created: /proc takes no new directory"),
+    (["--network=emulated", "--link_bandwidth=500gbit", "--dry_run"], "above what tbf shapes (34.4 Gbit/s)"),
+    (["--network=emulated", "--link_bandwidth=fdr_ib", "--dry_run"], "leave --link_bandwidth empty for an unshaped link"),
     (["--cores_per_worker=4096"], "--cores_per_worker must be between 0"),
     (["--straggler=worker_0:2"], "--straggler needs peers"),
     (["--strategy=multi_worker_mirrored", "--num_workers=2", "--straggler=worker_2:2"], "expected TASK:FACTOR"),

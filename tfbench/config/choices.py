@@ -23,6 +23,9 @@ LAUNCHERS = ("local", "slurm")
 NETWORKS = ("local", "emulated")
 # The studies' networks as link rates (bits/s): Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand.
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "fdr_ib": 56 * 10 ** 9}
+# The fastest link tbf can shape: it keeps its rate in bytes/s in 32 bits (~34.4 Gbit/s). A faster
+# --link_bandwidth is refused rather than run unshaped under a rate it never had (fdr_ib included).
+TBF_MAX_BPS = (2 ** 32 - 1) * 8
 _RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 
 

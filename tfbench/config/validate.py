@@ -20,6 +20,7 @@ from tfbench.config.choices import (
     PLACEMENTS,
     PS_PLACEMENTS,
     STRATEGIES,
+    TBF_MAX_BPS,
     is_this_machine,
 )
 from tfbench.config.errors import ConfigError
@@ -132,6 +133,10 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     c.link_rate_bps  # raises ConfigError on a bad rate
     need(not c.link_bandwidth or c.link_rate_bps >= 10 ** 5,
          f"--link_bandwidth={c.link_bandwidth} is below what tfbench shapes (100kbit)")
+    need(c.link_rate_bps <= TBF_MAX_BPS,
+         f"--link_bandwidth={c.link_bandwidth} ({c.link_rate_bps / 1e9:g} Gbit/s) is above what tbf shapes "
+         f"({TBF_MAX_BPS / 1e9:.1f} Gbit/s); leave --link_bandwidth empty for an unshaped link (veth, as fast as "
+         f"the CPU carries it)")
 
     # Devices: NCHW convolutions and GPU placement need a GPU.
     need(not (c.data_format == "NCHW" and c.device == "cpu"),
