@@ -49,12 +49,14 @@ def validated_config() -> config_lib.RunConfig:
     return config
 
 
-def check_memory(config, plan, in_process: bool) -> None:
+def check_memory(config, plan, count: bool) -> dict:
     """Every task of a local or emulated run lives on this machine: refuse a run whose estimated
-    memory exceeds what is available (Slurm's nodes are not this machine: not checked)."""
+    memory exceeds what is available (Slurm's nodes are not this machine: not checked). A dry
+    run counts no model (count=False): it starts no process and stays as fast as the real run's
+    checks."""
     from tfbench.measure import memory
 
-    memory.check(config, [t.role for t in plan.tasks], in_process=in_process)
+    return memory.check(config, [t.role for t in plan.tasks], count=count)
 
 
 def main(argv) -> int:
@@ -63,6 +65,7 @@ def main(argv) -> int:
         fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
     from cluster.topology import make_plan
 
+    memory_estimate = None
     try:
         config = validated_config()
         if config.launcher == "slurm":
@@ -71,15 +74,15 @@ def main(argv) -> int:
             plan = checked_plan(config)
         else:
             plan = make_plan(config)
-            check_memory(config, plan, in_process=FLAGS.dry_run)
+            memory_estimate = check_memory(config, plan, count=not FLAGS.dry_run)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:
-        return dry_run(config, plan)
+        return dry_run(config, plan, memory_estimate)
     return launch(config, plan)
 
 
-def dry_run(config, plan) -> int:
+def dry_run(config, plan, memory_estimate=None) -> int:
     """Prints every task that would start; starts nothing and writes nothing."""
     from cluster import dry_run as dry_run_lib
     from cluster.launchers import launch as launcher
@@ -93,6 +96,10 @@ def dry_run(config, plan) -> int:
         from cluster import horovod_elastic
 
         text += "\n" + horovod_elastic.describe(len(plan.workers))
+    if memory_estimate is not None:
+        from tfbench.measure import memory
+
+        text += "\n" + memory.describe(memory_estimate)
     print(text)
     return 0
 
