@@ -119,10 +119,14 @@ def shape(ipr, index: int, net: Network) -> None:
         parent = {"parent": 0x10001, "handle": 0x100000}
     if not net.shaped:
         return
-    rate = net.rate_bps // 8
+    ipr.tc("add", "tbf", index=index, **tbf_params(net.rate_bps), **(parent or {"handle": 0x10000}))
+
+
+def tbf_params(rate_bps: int) -> dict:
+    """tbf's rate (bytes/s), burst (a few ms at the rate) and queue limit (QUEUE_S of data) in bytes."""
+    rate = rate_bps // 8
     burst = max(int(rate * BURST_S), MIN_BURST)
-    ipr.tc("add", "tbf", index=index, rate=rate, burst=burst, limit=int(rate * QUEUE_S) + burst,
-           **(parent or {"handle": 0x10000}))
+    return {"rate": rate, "burst": burst, "limit": int(rate * QUEUE_S) + burst}
 
 
 def _index(ipr, ifname: str) -> int:

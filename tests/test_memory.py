@@ -95,7 +95,7 @@ def test_a_dry_run_counts_no_model_and_says_so(tmp_path, monkeypatch):
     assert "not counted in a dry run" in result["unchecked"] and "resnet50" in result["unchecked"]
     assert memory.describe(result).startswith("memory: not counted in a dry run")
     small = memory.check(RunConfig(model="tiny", image_size=16), ["worker"], available=8 * memory.GB, count=False)
-    assert memory.describe(small).startswith("memory: about ") and "8.0 GB available" in memory.describe(small)
+    assert memory.describe(small).startswith("memory: at most ") and "8.0 GB available" in memory.describe(small)
 
 
 def test_cli_dry_run_stays_quiet_and_writes_no_count(tmp_path):

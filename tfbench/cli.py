@@ -83,19 +83,13 @@ def main(argv) -> int:
 
 
 def dry_run(config, plan, memory_estimate=None) -> int:
-    """Prints every task that would start; starts nothing and writes nothing."""
-    from cluster import dry_run as dry_run_lib
-    from cluster.launchers import launch as launcher
+    """Prints what the chosen launcher would do (cluster.launchers.dry_run); starts nothing and
+    writes nothing."""
+    from cluster.launchers import dry_run as dry_run_lib
     from tfbench.results.rundir import RunDir
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
-    where = "slurm" if config.launcher == "slurm" else config.network
-    text = dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run, config),
-                              where)
-    if config.horovod_elastic:
-        from cluster import horovod_elastic
-
-        text += "\n" + horovod_elastic.describe(len(plan.workers))
+    text = dry_run_lib.render(config, plan, run)
     if memory_estimate is not None:
         from tfbench.measure import memory
 

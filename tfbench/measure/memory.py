@@ -159,7 +159,7 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
     if model is None:
         upper = bound(config, roles)
         if upper["total"] <= have:
-            return dict(upper, available=have)
+            return dict(upper, available=have, bound=True)
         model = cached_counts(config.model, config.image_size, config.num_classes, config.data_format)
         if model is None and not count:
             return dict(upper, available=have, unchecked=(
@@ -183,8 +183,11 @@ def describe(result: Dict[str, int]) -> str:
     """The dry run's line about memory."""
     if result.get("unchecked"):
         return f"memory: {result['unchecked']}"
-    return (f"memory: about {result['total'] / GB:.1f} GB for {result['tasks']} task(s) at most, "
-            f"{result['available'] / GB:.1f} GB available")
+    if result.get("bound"):
+        return (f"memory: at most {result['total'] / GB:.1f} GB for {result['tasks']} task(s) (the bound for any "
+                f"model at this batch and image size), {result['available'] / GB:.1f} GB available")
+    return (f"memory: about {result['total'] / GB:.1f} GB for {result['tasks']} task(s) (counted from the model's "
+            f"graph), {result['available'] / GB:.1f} GB available")
 
 
 def main(argv) -> int:
