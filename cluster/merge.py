@@ -15,6 +15,7 @@ from tfbench.config import RunConfig
 from tfbench.config.helptext import argument_parser
 from tfbench.results import records, table
 from tfbench.results.rundir import RunDir
+from tfbench.tensorboard import hint
 
 
 def existing(run: RunDir) -> Optional[dict]:
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
 
         write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
     print(render(run, record), flush=True)
-    print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+    print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
     return 0
 
 

@@ -106,13 +106,14 @@ def private_monitor(run, plan, config):
     name = private_net.namespace_of(run)
     if name is None:
         return Monitor(run, plan, config)
-    return Monitor(run, plan, config, net_source_factory=lambda: private_net.net_source(name))
+    return Monitor(run, plan, config, net_source_factory=lambda: private_net.net_source(name), host_interfaces=False)
 
 
 def launch(config, plan) -> int:
     from cluster.launchers import launch as launcher
     from cluster.run_setup import prepare_run_dir
     from tfbench.results import table
+    from tfbench.tensorboard import hint
     from tfbench.tensorboard.hparams import write_hparams
 
     try:
@@ -132,7 +133,7 @@ def launch(config, plan) -> int:
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
         print(table.render(config, result.cluster_record, tasks), flush=True)
-        print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+        print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
