@@ -62,6 +62,15 @@ def test_tfbench_help_lists_every_run_config_flag_with_its_default():
             assert match.group(1) == str(value)
 
 
+@pytest.mark.parametrize("module,own", [("cluster.plan", ["run_dir", "format"]),
+                                        ("cluster.k8s", ["out_dir", "image", "pvc", "workdir", "namespace"])])
+def test_plan_and_k8s_help_list_their_own_flags(module, own):
+    """A flag line each (`  --name=default`), not only a mention in the description."""
+    out = run_cli("--help", module=module, timeout=120).stdout
+    for name in own:
+        assert re.search(rf"^  --{name}=", out, re.MULTILINE), f"{module} --help lacks --{name}"
+
+
 @pytest.mark.parametrize("module", USER_ENTRY_POINTS)
 def test_helpfull_exits_0_everywhere(module):
     result = run_cli("--helpfull", module=module, timeout=120)
