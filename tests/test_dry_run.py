@@ -104,3 +104,17 @@ def test_readme_slurm_example_dry_runs_on_a_machine_without_the_nodes(tmp_path):
     assert refused.stderr.strip().splitlines() == [
         f"tfbench: error: --cores_per_worker={MORE} needs {2 * MORE} CPUs per node (2 task(s) x {MORE}) and the "
         f"largest node of partition batch has {MORE} (sinfo)"]
+
+
+def test_a_slurm_dry_run_needs_no_slurm_here_but_the_run_does(tmp_path):
+    """To read the sbatch script before logging in to the cluster: the dry run warns, the run refuses."""
+    path = f"{os.path.dirname(os.sys.executable)}{os.pathsep}{tmp_path / 'empty'}"
+    args = ["--launcher=slurm", "--strategy=multi_worker_mirrored", "--num_workers=2", f"--logdir={tmp_path / 'runs'}"]
+    dry = run_cli(*args, "--dry_run", env={"PATH": path}, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("tfbench: warning: the run itself would be refused here: --launcher=slurm needs "
+                                 "Slurm's sbatch")
+    assert "#SBATCH --ntasks=2" in dry.stdout and "not checked here (sinfo is not on PATH)" in dry.stdout
+    real = run_cli(*args, env={"PATH": path}, timeout=120)
+    assert real.returncode == 2 and real.stderr.startswith("tfbench: error: --launcher=slurm needs Slurm's sbatch")
+    assert not (tmp_path / "runs").exists()

@@ -41,7 +41,8 @@ parse_flags = usage.parser(USAGE, usage.tfbench_groups, "tfbench", _define)
 
 def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
-    preflight.check_machine(config)
+    for warning in preflight.check_machine(config, dry_run=FLAGS.dry_run):
+        print(f"tfbench: warning: {warning}", flush=True)
     if not config.run_id:
         from tfbench.results.rundir import default_run_id
 
