@@ -130,7 +130,7 @@ def _rank_envs(plan: ClusterPlan, rendezvous_address: str) -> Dict[str, Dict[str
 
     keep = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_HOSTNAME", "HOROVOD_GLOO_RENDEZVOUS_ADDR",
             "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_GLOO_IFACE")
-    envs = horovod_gloo.rank_envs(plan, rendezvous_address, PORT, links.HOST_IFACE)  # type: ignore[arg-type]
+    envs = horovod_gloo.rank_envs(plan, rendezvous_address, PORT, links.HOST_IFACE)
     return {plan.horovod_rank(r).name: {k: env[k] for k in keep} for r, env in enumerate(envs)}
 
 
