@@ -16,7 +16,7 @@ ranks on one host share a local scope exactly as under horovodrun.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Union
 
 from cluster.spec import ClusterPlan
 
@@ -49,9 +49,10 @@ def start_rendezvous(plan: ClusterPlan) -> Rendezvous:
     return Rendezvous(server, port)
 
 
-def rank_env(plan: ClusterPlan, rank: int, rendezvous_addr: str, rendezvous_port: int,
+def rank_env(plan: ClusterPlan, rank: int, rendezvous_addr: str, rendezvous_port: Union[int, str],
              iface: str) -> Dict[str, str]:
-    """The environment gloo_run gives rank `rank`: rendezvous, controller and slot variables."""
+    """The environment gloo_run gives rank `rank`: rendezvous, controller and slot variables
+    (the port may be a name: a dry run shows the variables before the server has one)."""
     slot = host_alloc_plan(plan)[rank]
     return {
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_addr,
@@ -69,5 +70,6 @@ def rank_env(plan: ClusterPlan, rank: int, rendezvous_addr: str, rendezvous_port
     }
 
 
-def rank_envs(plan: ClusterPlan, rendezvous_addr: str, rendezvous_port: int, iface: str) -> List[Dict[str, str]]:
+def rank_envs(plan: ClusterPlan, rendezvous_addr: str, rendezvous_port: Union[int, str],
+              iface: str) -> List[Dict[str, str]]:
     return [rank_env(plan, r, rendezvous_addr, rendezvous_port, iface) for r in range(len(plan.workers))]

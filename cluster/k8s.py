@@ -164,7 +164,7 @@ def main(argv) -> int:
         usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = flags.FLAGS
     try:
-        config = config_lib.validate(tfbench_flags.config_from_flags(), by_hand=True)
+        config = config_lib.validate(tfbench_flags.config_from_flags(), by_hand=True, engine_nodes=True)
         if config.strategy == "horovod":
             raise ConfigError("cluster.k8s writes TensorFlow clusters; for --strategy=horovod use an MPIJob")
         if not config.run_id:

@@ -5,11 +5,11 @@
 
 Every host link is shaped in both directions with tbf: egress of the host's eth0 limits what
 the host sends, egress of its switch port what it receives. tbf keeps its rate in a 32-bit
-bytes/s field, so a link faster than 34 Gbit/s stays unshaped (veth carries ~10 Gbit/s here,
-bounded by the CPU); the rate measured at setup is what the run really had. This kernel has no
-sch_netem, so a delayed network's links are TAP pairs instead of veth pairs (cluster.taps),
-shaped the same way, and one user-space process (cluster.delay_line) delays what each host
-sends; build() returns the handle that stops it.
+bytes/s field, so a faster link cannot be shaped and validation refuses one (an empty
+--link_bandwidth asks for unshaped veth, bounded by the CPU); the rate measured at setup is what
+the run really had. This kernel has no sch_netem, so a delayed network's links are TAP pairs
+instead of veth pairs (cluster.taps), shaped the same way, and one user-space process
+(cluster.delay_line) delays what each host sends; build() returns the handle that stops it.
 """
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from typing import List, Optional, Tuple
 
 from cluster import delay_line, netns, taps
 from cluster.netns_exec import run_in
+from tfbench.config.choices import TBF_MAX_BPS
 
 BRIDGE = "br0"
 HOST_IFACE = "eth0"
 PREFIXLEN = 24
-TBF_MAX_BPS = (2 ** 32 - 1) * 8  # tbf's rate field: bytes/s in 32 bits
 BURST_S = 0.004  # tokens for 4 ms at the link rate
 MIN_BURST = 32 * 1024
 QUEUE_S = 0.05  # at most 50 ms of data waits in a link's queue
@@ -154,9 +154,14 @@ def shape(ipr, index: int, net: Network) -> None:
     egress; nothing for an unshaped network."""
     if not net.shaped:
         return
-    rate = net.rate_bps // 8
+    ipr.tc("add", "tbf", index=index, handle=0x10000, **tbf_params(net.rate_bps))
+
+
+def tbf_params(rate_bps: int) -> dict:
+    """tbf's rate (bytes/s), burst (a few ms at the rate) and queue limit (QUEUE_S of data) in bytes."""
+    rate = rate_bps // 8
     burst = max(int(rate * BURST_S), MIN_BURST)
-    ipr.tc("add", "tbf", index=index, rate=rate, burst=burst, limit=int(rate * QUEUE_S) + burst, handle=0x10000)
+    return {"rate": rate, "burst": burst, "limit": int(rate * QUEUE_S) + burst}
 
 
 def _index(ipr, ifname: str) -> int:

@@ -8,13 +8,14 @@ the run's HParams and prints the table. Run it again and it prints the table it 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Optional
 
 from tfbench.config import RunConfig
+from tfbench.config.helptext import argument_parser
 from tfbench.results import records, table
 from tfbench.results.rundir import RunDir
+from tfbench.tensorboard import hint
 
 
 def existing(run: RunDir) -> Optional[dict]:
@@ -41,7 +42,7 @@ def render(run: RunDir, record: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__, "cluster.merge")
     parser.add_argument("--run_dir", required=True, help="the run directory the tasks wrote to")
     args = parser.parse_args(argv)
     run = RunDir(args.run_dir.rstrip("/"))
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
         write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
         step_split.write(run, record)
     print(render(run, record), flush=True)
-    print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+    print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
     return 0
 
 

@@ -242,6 +242,7 @@ def support_error(want_delay: bool, delay_ms: float = 0.0, jitter_ms: float = 0.
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--helpfull", action="help", help="the same as --help")
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--cleanup", action="store_true", help="remove namespaces of runs whose owner is gone")
     group.add_argument("--list", action="store_true", help="list tfbench namespaces and their owners")

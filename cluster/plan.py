@@ -118,7 +118,7 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return usage.names_of(tfbench_flags.GROUPS) + [("Plan output", ["format"])]
+    return usage.names_of(tfbench_flags.GROUPS) + [("Plan output", ["format", "run_dir"])]
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ class ClusterPlan:
     cluster_spec: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     horovod_hosts: str = ""  # "host:slots,..." for horovodrun; "" otherwise
     warnings: Tuple[str, ...] = ()
+    notes: Tuple[str, ...] = ()  # facts of the plan that are no warning (e.g. what Slurm's nodes hold)
 
     def task(self, name: str) -> TaskSpec:
         for t in self.tasks:
@@ -86,6 +87,7 @@ class ClusterPlan:
             "cluster_spec": self.cluster_spec,
             "horovod_hosts": self.horovod_hosts,
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -96,4 +98,5 @@ class ClusterPlan:
             cluster_spec=d.get("cluster_spec", {}),
             horovod_hosts=d.get("horovod_hosts", ""),
             warnings=tuple(d.get("warnings", ())),
+            notes=tuple(d.get("notes", ())),
         )

@@ -50,7 +50,7 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
     # a ps and the coordinator get a core of their own when the machine has one to spare
     reserve = [1] * len(local_ps) + ([1] if ps_strategy and local(hosts[0]) else [])
     groups, spare, enough = cores_lib.split_with_reserve(cores, max(1, len(local_workers)), per_worker, reserve)
-    if not enough:
+    if not enough and local_workers:  # tasks on other machines take none of these cores
         warnings.append(f"{len(local_workers)} compute tasks share {len(cores)} cores: steps will be "
                         f"slower than on dedicated cores")
     worker_cores: Dict[int, tuple] = {i: groups[x] for x, i in enumerate(local_workers)}
@@ -134,7 +134,7 @@ def with_hosts(plan: ClusterPlan, address: Dict[str, str]) -> ClusterPlan:
     tasks = tuple(_replace(t, host=address.get(t.host, t.host)) for t in plan.tasks)
     hosts = ",".join(f"{address.get(h, h)}:{s}" for h, s in
                      (item.rsplit(":", 1) for item in plan.horovod_hosts.split(",") if item))
-    plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=hosts, warnings=plan.warnings)
+    plan = dataclasses.replace(plan, tasks=tasks, horovod_hosts=hosts)
     return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan
 
 
@@ -170,8 +170,7 @@ def _with_tf_config(plan: ClusterPlan) -> ClusterPlan:
     tasks = tuple(
         _replace(t, tf_config={"cluster": spec, "task": {"type": t.role, "index": t.index}})
         for t in plan.tasks)
-    return ClusterPlan(plan.strategy, tasks, cluster_spec=spec, horovod_hosts=plan.horovod_hosts,
-                       warnings=plan.warnings)
+    return dataclasses.replace(plan, tasks=tasks, cluster_spec=spec)
 
 
 def _replace(task: TaskSpec, **changes) -> TaskSpec:
@@ -181,7 +180,7 @@ def _replace(task: TaskSpec, **changes) -> TaskSpec:
 def with_new_ports(plan: ClusterPlan, names: Sequence[str], ports: PortAllocator) -> ClusterPlan:
     """The same plan with fresh ports for the named tasks (a port was found taken)."""
     tasks = tuple(_replace(t, port=ports.port_for(t.host)) if t.name in names else t for t in plan.tasks)
-    plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=plan.horovod_hosts, warnings=plan.warnings)
+    plan = dataclasses.replace(plan, tasks=tasks)
     return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan
 
 
@@ -190,5 +189,5 @@ def retarget(plan: ClusterPlan, addresses: Dict[str, Tuple[str, int]]) -> Cluste
     for engines that decide where tasks run (Kubernetes pods, Slurm nodes)."""
     tasks = tuple(_replace(t, host=addresses[t.name][0], port=addresses[t.name][1]) if t.name in addresses else t
                   for t in plan.tasks)
-    plan = ClusterPlan(plan.strategy, tasks, horovod_hosts=plan.horovod_hosts, warnings=plan.warnings)
+    plan = dataclasses.replace(plan, tasks=tasks)
     return _with_tf_config(plan) if any(t.tf_config for t in tasks) else plan

@@ -270,7 +270,9 @@ class ParameterServerAdapter(StrategyAdapter):
                          f"{self.num_workers} {'updates' if train else 'forward passes'} (coordinator): one round "
                          f"of {self.num_workers} scheduled steps, from the previous round's completion to its own"),
                      updates=updates, updates_counted="measured window only",
-                     updates_per_sec=updates / measured_s if measured_s > 0 else None,
+                     # over the coordinator's own rounds; the cluster record's updates_per_sec uses the
+                     # cluster's measured window, as images/sec does
+                     updates_per_sec_of_rounds=updates / measured_s if measured_s > 0 else None,
                      closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
                      closure_results_lost=self.lost + getattr(getattr(self, "sync_step", None), "lost", 0),
                      placement=self._placement("chief", 0))

@@ -16,13 +16,21 @@ from tfbench.config import RunConfig
 ABSL_INTERNALS = ("--pdb", "--run_with_pdb", "--verbosity", "--logtostderr", "--only_check_args")
 ENTRY_POINTS = {
     "tfbench": ["--model", "--strategy", "--num_workers", "--dry_run", "What runs:", "Distribution:"],
-    "cluster.plan": ["--model", "--strategy", "--format", "Plan output:"],
+    "cluster.plan": ["--model", "--strategy", "--format", "--run_dir", "Plan output:"],
+    "cluster.k8s": ["--model", "--out_dir", "--image", "--pvc", "--workdir", "--namespace", "Manifests:"],
+    "cluster.merge": ["--run_dir"],
     "tools.sweep": ["--config", "--sweep_dir", "--repeats", "--set", "--strategy", "Axes"],
     "tools.report": ["--out", "Report:"],
     "tools.soak": ["--runs", "--dir", "Soak:"],
     "tools.tb_export": ["--out", "Export:"],
     "tools.bench_overhead": ["--against", "--repeats", "Benchmark:"],
 }
+
+
+# Every command a user runs; --helpfull must answer like --help, with exit code 0.
+USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.plan", "cluster.k8s", "cluster.merge", "cluster.netns",
+                     "tools.sweep", "tools.report", "tools.soak", "tools.tb_export", "tools.bench",
+                     "tools.bench_overhead", "tools.peak", "tools.minimal_loop")
 
 
 def test_every_run_config_field_is_a_declared_flag():
@@ -52,6 +60,30 @@ def test_tfbench_help_lists_every_run_config_flag_with_its_default():
             assert match.group(1) == str(value).lower()
         elif isinstance(value, (int, float, str)) and value != "":
             assert match.group(1) == str(value)
+
+
+@pytest.mark.parametrize("module,own", [("cluster.plan", ["run_dir", "format"]),
+                                        ("cluster.k8s", ["out_dir", "image", "pvc", "workdir", "namespace"])])
+def test_plan_and_k8s_help_list_their_own_flags(module, own):
+    """A flag line each (`  --name=default`), not only a mention in the description."""
+    out = run_cli("--help", module=module, timeout=120).stdout
+    for name in own:
+        assert re.search(rf"^  --{name}=", out, re.MULTILINE), f"{module} --help lacks --{name}"
+
+
+@pytest.mark.parametrize("module", USER_ENTRY_POINTS)
+def test_helpfull_exits_0_everywhere(module):
+    result = run_cli("--helpfull", module=module, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() and "Traceback" not in result.stderr
+
+
+def test_merge_help_says_its_whole_first_paragraph():
+    from cluster import merge
+
+    out = run_cli("--help", module="cluster.merge", timeout=60).stdout
+    first = " ".join(merge.__doc__.strip().split("\n\n")[0].split())
+    assert first.endswith("or as Slurm steps).") and first in " ".join(out.split())
 
 
 def test_short_help_aliases_and_helpfull_keeps_absl_flags():

@@ -1,5 +1,6 @@
 """The memory estimate refuses a run that cannot fit before any task starts (it used to fail
 inside a task after every task had imported TensorFlow)."""
+import json
 import os
 import subprocess
 import sys
@@ -56,15 +57,22 @@ def test_counts_come_from_the_model_graph_and_are_cached(tmp_path, monkeypatch):
     assert memory._read_cache()["tiny|16px|10 classes|NHWC"] == counts
 
 
+class _Done:
+    """What subprocess.run returns for a counting child that printed `stdout`."""
+
+    def __init__(self, stdout):
+        self.returncode, self.stdout, self.stderr = 0, stdout, ""
+
+
 def test_a_cached_entry_without_the_variable_count_is_counted_again(tmp_path, monkeypatch):
     monkeypatch.setenv(memory.CACHE_ENV, str(tmp_path / "cache.json"))
     old = {"params": 10, "activation_floats": 20, "largest_floats": 5}
     memory._write_cache("tiny|16px|10 classes|NHWC", old)
     fresh = dict(old, variables=2)
     calls = []
-    monkeypatch.setattr(memory, "count_model", lambda *args: calls.append(args) or fresh)
-    assert memory.counts("tiny", 16, 10, in_process=True) == fresh
-    assert memory.counts("tiny", 16, 10, in_process=True) == fresh  # now cached with the new key
+    monkeypatch.setattr(memory.subprocess, "run", lambda *a, **k: calls.append(a) or _Done(json.dumps(fresh)))
+    assert memory.counts("tiny", 16, 10) == fresh
+    assert memory.counts("tiny", 16, 10) == fresh  # now cached with the new key
     assert len(calls) == 1 and memory._read_cache()["tiny|16px|10 classes|NHWC"] == fresh
 
 
@@ -98,3 +106,29 @@ def test_cli_refuses_an_impossible_batch_before_starting_anything(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "does not fit" in lines[0] and "lower --batch_size" in lines[0], lines
     assert not (tmp_path / "runs").exists()  # nothing started, nothing written
+
+
+def test_a_dry_run_counts_no_model_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv(memory.CACHE_ENV, str(tmp_path / "cache.json"))
+    monkeypatch.setattr(memory, "counts", lambda *a, **k: pytest.fail("a dry run must not count the model"))
+    config = RunConfig(model="resnet50", image_size=224, batch_size=100000)
+    result = memory.check(config, ["worker"], available=8 * memory.GB, count=False)
+    assert "not counted in a dry run" in result["unchecked"] and "resnet50" in result["unchecked"]
+    assert memory.describe(result).startswith("memory: not counted in a dry run")
+    small = memory.check(RunConfig(model="tiny", image_size=16), ["worker"], available=8 * memory.GB, count=False)
+    assert memory.describe(small).startswith("memory: at most ") and "8.0 GB available" in memory.describe(small)
+
+
+def test_cli_dry_run_stays_quiet_and_writes_no_count(tmp_path):
+    """--dry_run used to count the model in its own process: TensorFlow's start-up logs on stderr,
+    seconds of import, and a cache file written by a command that promises to write nothing."""
+    cache = tmp_path / "cache.json"
+    env = dict(os.environ, **{memory.CACHE_ENV: str(cache)})
+    proc = subprocess.run([sys.executable, "-m", "tfbench", "--model=resnet50", "--image_size=224",
+                           "--batch_size=100000", "--strategy=multi_worker_mirrored", "--num_workers=8",
+                           f"--logdir={tmp_path / 'runs'}", "--dry_run"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "memory: not counted in a dry run" in proc.stdout
+    assert not cache.exists() and not (tmp_path / "runs").exists()

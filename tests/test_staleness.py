@@ -6,7 +6,7 @@ import os
 import pytest
 
 from strategies import staleness
-from tfrun import run_tiny, scalars, task_records
+from tfrun import cluster_record, run_tiny, scalars, task_records
 
 
 def test_summary_per_worker_and_overall():
@@ -26,7 +26,9 @@ def test_async_updates_are_stale_and_logged_per_update(logdir):
     assert min(int(k) for k in stats["all"]["histogram"]) >= 0
     chief = tasks["chief_0"]  # updates per second over the coordinator's measured rounds
     assert chief["updates"] == 30
-    assert chief["updates_per_sec"] == pytest.approx(30 / sum(chief["step_times_s"]), rel=1e-6)
+    assert chief["updates_per_sec_of_rounds"] == pytest.approx(30 / sum(chief["step_times_s"]), rel=1e-6)
+    cluster = cluster_record(run)  # the cluster's: over the window of images/sec
+    assert cluster["updates_per_sec"] == pytest.approx(30 / cluster["window_s"], rel=1e-6)
     for index in (0, 1):
         worker = tasks[f"worker_{index}"]
         assert len(worker["staleness_per_update"]) == worker["num_measured_steps"]
@@ -41,4 +43,4 @@ def test_sync_updates_are_never_stale(logdir):
     stats = task_records(run)["chief_0"]["staleness"]
     assert stats["all"] == {"updates": 10, "max": 0, "mean": 0.0, "histogram": {"0": 10}}
     assert "staleness (updates the ps applied" in out and "max 0" in out
-    assert "updates: 5 in the measured window" in out  # one update per global step
+    assert "updates: 5 parameter-server updates applied in the same measured window = 5 / " in out  # one per step

@@ -152,7 +152,7 @@ def test_an_interrupted_point_is_rerun_without_reusing_its_run_dir(tmp_path, fak
     command, calls = fake
     state = SweepDir(str(tmp_path / "sw"))
     os.makedirs(os.path.join(state.runs_dir, "mirrored-w1-d1-b16-train-soft-cpu-tiny-32px-r0"))
-    result, _ = run(tmp_path / "sw", grid={**GRID, "strategy": ["mirrored"]}, command=command)
+    result, _ = run(tmp_path / "sw", grid={**GRID, "strategy": ["mirrored"], "num_workers": [1]}, command=command)
     assert result.done == 1 and calls() == ["mirrored-w1-d1-b16-train-soft-cpu-tiny-32px-r0-try2"]
 
 
@@ -202,3 +202,21 @@ def test_sweeps_over_cluster_sizes_give_every_point_the_same_cores_per_worker(mo
     assert grid.fixed["cores_per_worker"] == 2  # the 1-worker baseline no longer takes all 4
     assert "cores_per_worker" not in Grid.from_dict({"num_workers": [1]}).fixed
     assert Grid.from_dict({"num_workers": [1, 2], "fixed": {"cores_per_worker": 1}}).fixed["cores_per_worker"] == 1
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--strategy=mwms", "--num_workers=1,2"],
+     "tools.sweep: error: sweep value --strategy=mwms selects no point: --strategy='mwms' is unknown; choose one of "),
+    (["--strategy=default", "--num_workers=1,2"],
+     "tools.sweep: error: sweep value --num_workers=2 selects no point: --strategy=default runs one task"),
+    (["--model=vgg99", "--dry_run"], "tools.sweep: error: sweep value --model=vgg99 selects no point: --model='vgg99'"),
+])
+def test_a_sweep_value_that_selects_no_point_is_bad_input(tmp_path, args, expected):
+    """Exit 2 and one line, before the sweep directory or any run exists."""
+    sweep_dir = tmp_path / "sw"
+    proc = subprocess.run([sys.executable, "-m", "tools.sweep", *args, f"--sweep_dir={sweep_dir}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(expected), proc.stderr
+    assert proc.stdout == ""
+    assert not sweep_dir.exists()

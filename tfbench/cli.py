@@ -41,7 +41,8 @@ parse_flags = usage.parser(USAGE, usage.tfbench_groups, "tfbench", _define)
 
 def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
-    preflight.check_machine(config)
+    for warning in preflight.check_machine(config, dry_run=FLAGS.dry_run):
+        print(f"tfbench: warning: {warning}", flush=True)
     if not config.run_id:
         from tfbench.results.rundir import default_run_id
 
@@ -49,12 +50,14 @@ def validated_config() -> config_lib.RunConfig:
     return config
 
 
-def check_memory(config, plan, in_process: bool) -> None:
+def check_memory(config, plan, count: bool) -> dict:
     """Every task of a local or emulated run lives on this machine: refuse a run whose estimated
-    memory exceeds what is available (Slurm's nodes are not this machine: not checked)."""
+    memory exceeds what is available (Slurm's nodes are not this machine: not checked). A dry
+    run counts no model (count=False): it starts no process and stays as fast as the real run's
+    checks."""
     from tfbench.measure import memory
 
-    memory.check(config, [t.role for t in plan.tasks], in_process=in_process)
+    return memory.check(config, [t.role for t in plan.tasks], count=count)
 
 
 def main(argv) -> int:
@@ -63,36 +66,35 @@ def main(argv) -> int:
         fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
     from cluster.topology import make_plan
 
+    memory_estimate = None
     try:
         config = validated_config()
         if config.launcher == "slurm":
-            from cluster.slurm.steps import plan_for
+            from cluster.slurm.nodes import checked_plan
 
-            plan = plan_for(config)
+            plan = checked_plan(config)
         else:
             plan = make_plan(config)
-            check_memory(config, plan, in_process=FLAGS.dry_run)
+            memory_estimate = check_memory(config, plan, count=not FLAGS.dry_run)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:
-        return dry_run(config, plan)
+        return dry_run(config, plan, memory_estimate)
     return launch(config, plan)
 
 
-def dry_run(config, plan) -> int:
-    """Prints every task that would start; starts nothing and writes nothing."""
-    from cluster import dry_run as dry_run_lib
-    from cluster.launchers import launch as launcher
+def dry_run(config, plan, memory_estimate=None) -> int:
+    """Prints what the chosen launcher would do (cluster.launchers.dry_run); starts nothing and
+    writes nothing."""
+    from cluster.launchers import dry_run as dry_run_lib
     from tfbench.results.rundir import RunDir
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
-    where = "slurm" if config.launcher == "slurm" else config.network
-    text = dry_run_lib.render(plan, run.path, launcher.default_command(run), launcher.default_group_command(run, config),
-                              where)
-    if config.horovod_elastic:
-        from cluster import horovod_elastic
+    text = dry_run_lib.render(config, plan, run)
+    if memory_estimate is not None:
+        from tfbench.measure import memory
 
-        text += "\n" + horovod_elastic.describe(len(plan.workers))
+        text += "\n" + memory.describe(memory_estimate)
     print(text)
     return 0
 
@@ -105,7 +107,7 @@ def private_monitor(run, plan, config):
     name = private_net.namespace_of(run)
     if name is None:
         return Monitor(run, plan, config)
-    return Monitor(run, plan, config, net_source_factory=lambda: private_net.net_source(name))
+    return Monitor(run, plan, config, net_source_factory=lambda: private_net.net_source(name), host_interfaces=False)
 
 
 def launch(config, plan) -> int:
@@ -113,6 +115,7 @@ def launch(config, plan) -> int:
     from cluster.run_setup import prepare_run_dir
     from tfbench.results import table
     from tfbench.tensorboard import step_split
+    from tfbench.tensorboard import hint
     from tfbench.tensorboard.hparams import write_hparams
 
     try:
@@ -133,7 +136,7 @@ def launch(config, plan) -> int:
     if result.ok and result.cluster_record:
         tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
         print(table.render(config, result.cluster_record, tasks), flush=True)
-        print(f"results: {run.results}\ntensorboard --logdir {run.tb_dir}", flush=True)
+        print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code

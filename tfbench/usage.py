@@ -5,6 +5,9 @@ import sys
 from tfbench.config import helptext
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and (helptext.wants_help(sys.argv) or sys.argv[1] == helptext.HELPFULL):
+        print(__doc__.strip() + "\n\nusage: python -m tfbench.usage --markdown")
+        sys.exit(0)
     if sys.argv[1:] != ["--markdown"]:
         print("usage: python -m tfbench.usage --markdown", file=sys.stderr)
         sys.exit(2)

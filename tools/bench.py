@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 from absl import app, flags
 
 from tfbench.config import helptext as usage
+from tfbench.measure import peaks
 from tools import bench_overhead
 
 flags.DEFINE_integer("scaling_image_size", 112, "Image side of the 2-vs-1-worker runs (ResNet50).")
@@ -108,6 +109,8 @@ def main(argv) -> None:
           f"{FLAGS.num_warmup_steps} warm-up + {FLAGS.num_steps} measured steps")
     for name, value, goal in rows:
         print(f"  {name:<{width}}  {value}" + (f"   (goal {goal})" if goal else ""))
+    print(f"  (fractions of peak: {peaks.describe(peaks.load())}"
+          + (f"; {peaks.WRONG}" if fraction is not None and fraction > 1 else "") + ")")
 
 
 if __name__ == "__main__":

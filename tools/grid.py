@@ -2,7 +2,8 @@
 
 Point ids are built from the point's values only (never from its position in the grid), so a
 re-run of the same sweep finds the points it already ran. Combinations tfbench would reject are
-dropped here, with tfbench's own one-line reason, instead of costing a process start each.
+dropped here, with tfbench's own one-line reason, instead of costing a process start each; a
+value that every one of its combinations loses is refused (see expand).
 """
 from __future__ import annotations
 
@@ -172,24 +173,40 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
-    """Runnable points in run order, and one note per distinct reason a combination was dropped."""
+    """Runnable points in run order, and one note per distinct reason a combination was dropped.
+
+    A value of an axis that no runnable point keeps (unknown, such as --strategy=mwms, or refused
+    in every combination, or needing what this machine lacks) is bad input: ConfigError names it
+    with tfbench's reason, so a sweep never runs, or reports, less than it was asked for."""
     points: List[Point] = []
-    seen = set()
+    verdicts: Dict[str, str] = {}  # point id -> '' (runnable) or tfbench's reason
     dropped: Dict[str, int] = {}
+    kept_values = set()  # (axis, value) of combinations that run
+    reasons: Dict[Tuple[str, Any], Dict[str, int]] = {}  # (axis, value) -> reasons its combinations were dropped
     collapsed = 0
     for repeat in range(grid.repeats):
         for combo in itertools.product(*(grid.axes[name] for name in AXES)):
             values = _normalise(dict(zip(AXES, combo)))
             pid = point_id(values, repeat)
-            if pid in seen:
+            if pid in verdicts:
                 collapsed += 1
-                continue
-            seen.add(pid)
-            reason = _rejection(values, grid.fixed, logdir)
-            if reason:
-                dropped[reason] = dropped.get(reason, 0) + 1
-                continue
-            points.append(Point(pid, values, repeat))
+            else:
+                verdicts[pid] = reason = _rejection(values, grid.fixed, logdir)
+                if reason:
+                    dropped[reason] = dropped.get(reason, 0) + 1
+                else:
+                    points.append(Point(pid, values, repeat))
+            for axis_value in zip(AXES, combo):
+                if verdicts[pid]:
+                    counts = reasons.setdefault(axis_value, {})
+                    counts[verdicts[pid]] = counts.get(verdicts[pid], 0) + 1
+                else:
+                    kept_values.add(axis_value)
+    unselected = [(axis, value, max(counts, key=counts.get)) for (axis, value), counts in reasons.items()
+                  if (axis, value) not in kept_values]
+    if unselected:  # name the value the reason is about, else one of an axis the sweep varies
+        axis, value, reason = min(unselected, key=lambda u: (f"--{u[0]}=" not in u[2], len(grid.axes[u[0]]) == 1))
+        raise ConfigError(f"sweep value --{axis}={flag_value(value)} selects no point: {reason}")
     notes = [f"dropped {n} point(s): {reason}" for reason, n in dropped.items()]
     if collapsed:
         notes.append(f"merged {collapsed} point(s) that differ only in axes that do not apply to their "

@@ -14,7 +14,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--helpfull", action="help", help="the same as --help")
     p.add_argument("--image_size", type=int, default=224)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--num_warmup_steps", type=int, default=5)

@@ -32,6 +32,7 @@ from tools.runs import load_run
 from tools.sweep_state import DONE, FAILED, SweepDir
 
 FLAGS = flags.FLAGS
+PROG = "tools.sweep"
 DEFAULT_COMMAND = (sys.executable, "-m", "tfbench")
 # After the per-point timeout, tfbench (given the same --deadline) should have ended its own
 # tasks; only then is its process group stopped from here.
@@ -239,22 +240,20 @@ def resolve(sweep: SweepDir) -> grid_lib.Grid:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        print(f"unexpected arguments: {' '.join(argv[1:])}", file=sys.stderr)
-        return 2
+        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}", PROG)
     name = os.path.splitext(os.path.basename(FLAGS.config))[0] if FLAGS.config else "sweep"
     sweep = SweepDir(os.path.abspath(FLAGS.sweep_dir or os.path.join("sweeps", name)))
     command = shlex.split(FLAGS.command) if FLAGS.command else list(DEFAULT_COMMAND)
     try:
         grid = resolve(sweep)
+        points, notes = grid_lib.expand(grid, sweep.runs_dir)  # bad values end here, before anything is written
         if FLAGS.dry_run:
-            points, notes = grid_lib.expand(grid, sweep.runs_dir)
             print("\n".join([f"note: {n}" for n in notes] + [f"{len(points)} point(s):"] + [f"  {p.id}" for p in points]))
             return 0
         print(f"sweep directory: {sweep.path}")
         result = run_sweep(sweep.path, grid, command)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        usage.fail_usage(str(e), PROG)
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return 130
@@ -270,4 +269,4 @@ def help_groups():
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "tools.sweep", define_flags))
+    app.run(main, flags_parser=usage.parser(__doc__, help_groups, PROG, define_flags))

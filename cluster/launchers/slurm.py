@@ -39,8 +39,10 @@ class SlurmLauncher(Launcher):
         self.port_base = 0
         self.rendezvous: Optional[horovod_gloo.Rendezvous] = None
         self.exports: Dict[str, str] = {}
+        self.notes: List[str] = []
 
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
+        self.notes = list(plan.notes)  # what was checked of the nodes' cores (cluster.slurm.nodes)
         if plan.strategy == "horovod":  # ranks meet at Horovod's rendezvous, served from here
             self.rendezvous = horovod_gloo.start_rendezvous(plan)
             self.exports[slurm_horovod.RENDEZVOUS_ENV] = f"{slurm_horovod.rendezvous_address()}:{self.rendezvous.port}"
@@ -72,9 +74,10 @@ class SlurmLauncher(Launcher):
             raise RuntimeError(f"Slurm job {job_id} is still listed after scancel")
 
     def record(self) -> dict:
+        notes = {"slurm_notes": self.notes} if self.notes else {}
         if self.inside:
-            return {"launcher": self.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+            return {"launcher": self.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID"), **notes}
         job_id = batch.read_job_id(self.run)
         facts = batch.job_facts(job_id) if job_id else {}
         return {"launcher": self.name, "slurm_job_id": job_id, "slurm_job_state": facts.get("state"),
-                "slurm_exit_code": facts.get("exit_code")}
+                "slurm_exit_code": facts.get("exit_code"), **notes}

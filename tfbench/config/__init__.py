@@ -16,6 +16,7 @@ from tfbench.config.choices import (  # noqa: F401
                                     PLACEMENTS,
                                     PS_PLACEMENTS,
                                     STRATEGIES,
+                                    TBF_MAX_BPS,
                                     effective_num_local_devices,
                                     effective_num_ps,
                                     is_this_machine,

@@ -25,6 +25,9 @@ NETWORKS = ("local", "emulated")
 # and today's data-centre Ethernet, for the performance model's predictions (tools.model).
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,
                 "fdr_ib": 56 * 10 ** 9}
+# The fastest link tbf can shape: it keeps its rate in bytes/s in 32 bits (~34.4 Gbit/s). A faster
+# --link_bandwidth is refused rather than run unshaped under a rate it never had (fdr_ib included).
+TBF_MAX_BPS = (2 ** 32 - 1) * 8
 _RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmg]?)(bit)?$", re.IGNORECASE)
 
 

@@ -15,6 +15,9 @@ from absl import flags
 import tfbench.config as config_lib
 from tfbench.models import MODELS
 
+# Presets tbf can shape (fdr_ib, 56 Gbit/s, is refused: leave the rate empty for unshaped links).
+_SHAPED_PRESETS = [name for name, bps in config_lib.LINK_PRESETS.items() if bps <= config_lib.TBF_MAX_BPS]
+
 FLAGS = flags.FLAGS
 _DEFAULTS = config_lib.RunConfig()
 
@@ -81,7 +84,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("string", "network", "local: every task on this machine over loopback; emulated: each host a network "
                               "namespace, joined through a bridge by shaped links."),
         ("string", "link_bandwidth", "emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a "
-                                     f"preset ({', '.join(config_lib.LINK_PRESETS)}); empty: unshaped."),
+                                     f"preset ({', '.join(_SHAPED_PRESETS)}); at most "
+                                     f"{config_lib.TBF_MAX_BPS / 1e9:.1f} Gbit/s (tbf); empty: unshaped."),
         ("float", "link_latency", "emulated: one-way delay in ms between any two hosts (a user-space delay line "
                                   "on TAP devices; at least 1 ms); 0: none."),
         ("float", "link_jitter", "emulated: uniform jitter in ms around --link_latency (at most the latency; "

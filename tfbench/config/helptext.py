@@ -1,12 +1,14 @@
 """`--help` for every tfbench entry point: that command's own flags, grouped by purpose, each with
 its help text and default. absl's own `--help` lists only flags defined in the main module, and
 `--helpfull` starts with absl's debugger and logging flags; tfbench users need neither first, so
-`--help` (also -h, -?, --helpshort) is answered here and `--helpfull` is left to absl.
+`--help` (also -h, -?, --helpshort) is answered here, and `--helpfull` adds absl's own flags
+after them (absl's own --helpfull would exit 1, as if asking for help were an error).
 
 `python -m tfbench.usage --markdown` prints README's flag reference, generated from the same groups.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import textwrap
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -15,6 +17,7 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
+HELPFULL = "--helpfull"
 Groups = Sequence[Tuple[str, Sequence[str]]]  # (title, flag names)
 _NAME_WIDTH = 34
 _WIDTH = 100
@@ -66,6 +69,30 @@ def wants_help(argv: Sequence[str]) -> bool:
     return any(arg in HELP_ARGS for arg in argv[1:])
 
 
+def absl_help() -> str:
+    """absl's own flags (logging, debugging), module by module, for --helpfull."""
+    ours = ("tfbench", "cluster", "tools", "strategies", "__main__")
+    modules = sorted(m for m in FLAGS.flags_by_module_dict() if not m.startswith(ours))
+    return "absl's own flags:\n" + "\n".join(FLAGS.module_help(m).strip("\n") for m in modules)
+
+
+def full_help(doc: str, groups: Groups) -> str:
+    """--helpfull: the command's own flags as --help lists them, then absl's."""
+    own = render(doc, groups).rsplit("\n", 1)[0]  # all but the pointer to --helpfull
+    return f"{own}\n{absl_help()}"
+
+
+def argument_parser(doc: str, prog: str) -> argparse.ArgumentParser:
+    """An argparse parser for the entry points that take few flags: the module docstring's first
+    paragraph (whole sentences, not its first line) as the description, and --helpfull accepted
+    like --help, as on every other entry point."""
+    description = doc.strip().split("\n\n", 1)[0]
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(HELPFULL, action="help", help="the same as --help: this command has no other flags")
+    return parser
+
+
 def parser(doc: str, groups: Callable[[], Groups], prog: str,
            define: Optional[Callable[[], None]] = None) -> Callable[[List[str]], List[str]]:
     """A flags_parser for absl's app.run: grouped --help (exit 0); a bad flag is one line on
@@ -76,6 +103,9 @@ def parser(doc: str, groups: Callable[[], Groups], prog: str,
             define()
         if wants_help(argv):
             print(render(doc, groups()))
+            sys.exit(0)
+        if HELPFULL in argv[1:]:
+            print(full_help(doc, groups()))
             sys.exit(0)
         try:
             return FLAGS(argv)

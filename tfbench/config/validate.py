@@ -20,6 +20,7 @@ from tfbench.config.choices import (
     PLACEMENTS,
     PS_PLACEMENTS,
     STRATEGIES,
+    TBF_MAX_BPS,
     is_this_machine,
 )
 from tfbench.config.errors import ConfigError
@@ -35,10 +36,15 @@ def _need(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False) -> RunConfig:
+def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False,
+             engine_nodes: bool = False) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
 
     `by_hand`: the user starts the tasks (python -m cluster.plan), so --hosts may name any machine.
+    `engine_nodes`: an engine places the tasks on nodes of its own (python -m cluster.k8s), as
+    --launcher=slurm does: their cores are the nodes', not this machine's, so --cores_per_worker
+    is not checked against os.cpu_count() (cluster.slurm.nodes asks Slurm; Kubernetes refuses a
+    pod that no node can hold).
 
     `gpu_count` is looked up lazily (it needs TensorFlow) and only when the config asks for a
     GPU or for NCHW, so that most runs validate without importing TensorFlow.
@@ -62,8 +68,11 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.source_image_size == 0 or c.source_image_size >= c.image_size,
          f"--source_image_size={c.source_image_size} is smaller than --image_size={c.image_size}; images are cropped, not enlarged")
     need(c.data_format in DATA_FORMATS, f"--data_format={c.data_format!r} is unknown; choose NHWC or NCHW")
-    need(0 <= c.cores_per_worker <= os.cpu_count(),
-         f"--cores_per_worker must be between 0 (auto) and this machine's {os.cpu_count()} cores, got {c.cores_per_worker}")
+    need(c.cores_per_worker >= 0, f"--cores_per_worker must be 0 (auto) or more, got {c.cores_per_worker}")
+    if _tasks_run_here(c, engine_nodes):
+        need(c.cores_per_worker <= os.cpu_count(),
+             f"--cores_per_worker must be between 0 (auto) and this machine's {os.cpu_count()} cores, "
+             f"got {c.cores_per_worker}")
     need(c.num_intra_threads >= 0, f"--num_intra_threads must be 0 (auto) or more, got {c.num_intra_threads}")
     need(c.num_inter_threads >= 0, f"--num_inter_threads must be 0 (auto) or more, got {c.num_inter_threads}")
     need(c.display_every > 0, f"--display_every must be positive, got {c.display_every}")
@@ -126,6 +135,10 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     c.link_rate_bps  # raises ConfigError on a bad rate
     need(not c.link_bandwidth or c.link_rate_bps >= 10 ** 5,
          f"--link_bandwidth={c.link_bandwidth} is below what tfbench shapes (100kbit)")
+    need(c.link_rate_bps <= TBF_MAX_BPS,
+         f"--link_bandwidth={c.link_bandwidth} ({c.link_rate_bps / 1e9:g} Gbit/s) is above what tbf shapes "
+         f"({TBF_MAX_BPS / 1e9:.1f} Gbit/s); leave --link_bandwidth empty for an unshaped link (veth, as fast as "
+         f"the CPU carries it)")
 
     # Devices: NCHW convolutions and GPU placement need a GPU.
     need(not (c.data_format == "NCHW" and c.device == "cpu"),
@@ -147,6 +160,14 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
 
     _check_logdir(c.logdir, c.run_id)
     return c
+
+
+def _tasks_run_here(c: RunConfig, engine_nodes: bool) -> bool:
+    """Whether some task runs on this machine and takes its cores: not on Slurm's or Kubernetes'
+    nodes, nor when every --hosts entry names another machine (tasks started by hand)."""
+    if engine_nodes or c.launcher == "slurm":
+        return False
+    return any(is_this_machine(h) for h in c.hosts)
 
 
 def _check_launch(c: RunConfig) -> None:
@@ -186,7 +207,11 @@ def _check_launch(c: RunConfig) -> None:
 
 
 def _check_logdir(logdir: str, run_id: str) -> None:
-    """The logdir must be creatable and writable, and a named run must not exist yet."""
+    """The logdir must be creatable and writable, and a named run must not exist yet.
+
+    Permission bits do not say whether a directory takes new entries (root passes os.access on
+    /proc, a read-only mount or a full disk), so a probe directory is really created in the
+    deepest part of the path that exists, and removed again."""
     path = os.path.abspath(logdir)
     probe = path
     while not os.path.exists(probe):
@@ -196,8 +221,13 @@ def _check_logdir(logdir: str, run_id: str) -> None:
         probe = parent
     if not os.path.isdir(probe):
         raise ConfigError(f"--logdir={logdir!r} cannot be created: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--logdir={logdir!r} is not writable")
+    trial = os.path.join(probe, f".tfbench-probe-{os.getpid()}")
+    try:
+        os.mkdir(trial)
+        os.rmdir(trial)
+    except OSError as e:
+        raise ConfigError(f"--logdir={logdir!r} cannot be created: {probe} takes no new directory "
+                          f"({e.strerror or e})") from None
     if run_id and os.path.exists(os.path.join(path, run_id)):
         raise ConfigError(f"run {run_id!r} already exists in {logdir}; runs are never overwritten, pick another --run_id")
 

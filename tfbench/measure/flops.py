@@ -131,7 +131,12 @@ def task_fields(config, images_per_step: int, step_times_s, cores: int, peak: Op
     out = achieved(counts, config.mode, images_per_step, images_per_sec,
                    peaks.peak_flops(peak, config.precision, cores, config.device))
     out.update(precision=config.precision, peak_cores=cores)
+    if out.get("peak_flops_per_s"):  # when and under which load the divisor was measured
+        out["peak_measured"] = {k: peak[k] for k in PEAK_FACTS if k in peak}
     return out
+
+
+PEAK_FACTS = ("measured_at", "method", "conditions", "load_average_1m_after")
 
 
 def cluster_summary(cluster: dict, tasks) -> Optional[Dict]:
@@ -150,7 +155,8 @@ def cluster_summary(cluster: dict, tasks) -> Optional[Dict]:
     return {"achieved_flops_per_s": rate, "peak_flops_per_s": peak if known else None,
             "fraction_of_peak": rate / peak if known and peak else None,
             "precision": entries[0].get("precision"), "train_per_image": entries[0]["train_per_image"],
-            "forward_per_image": entries[0]["forward_per_image"]}
+            "forward_per_image": entries[0]["forward_per_image"],
+            "peak_measured": entries[0].get("peak_measured"), "run_started": cluster.get("window_start")}
 
 
 def render(summary: Optional[Dict], mode: str) -> str:
@@ -162,5 +168,9 @@ def render(summary: Optional[Dict], mode: str) -> str:
             f"{mode}, {summary['precision']})")
     if summary["fraction_of_peak"] is None:
         return line + "; fraction of peak unknown: no peak measured (python -m tools.peak)"
-    return line + (f" = {summary['fraction_of_peak']:.2f} of the {summary['peak_flops_per_s'] / 1e9:.1f} GFLOP/s "
-                   f"GEMM peak of the tasks' cores")
+    fraction = summary["fraction_of_peak"]
+    line += (f" = {fraction:.2f} of the {summary['peak_flops_per_s'] / 1e9:.1f} GFLOP/s "
+             f"GEMM peak of the tasks' cores" + (f", {peaks.WRONG}" if fraction > 1 else ""))
+    if summary.get("peak_measured"):
+        line += "\n" + peaks.describe(summary["peak_measured"], summary.get("run_started"))
+    return line

@@ -17,7 +17,7 @@ RSS 1.71 GB.
 
 Counts come from the model's own graph at batch 1 (count_model, cached per model, image size,
 classes and layout like the FLOP counts), in a child process so that the launcher never imports
-TensorFlow. It is an estimate, meant to refuse the hopeless (more than the machine has), not to
+TensorFlow; a dry run counts nothing and says when only a count could tell. It is an estimate, meant to refuse the hopeless (more than the machine has), not to
 pack memory tightly.
 """
 from __future__ import annotations
@@ -80,19 +80,13 @@ def _downstream(source) -> list:
     return list(seen)
 
 
-def counts(model: str, image_size: int, num_classes: int, data_format: str = "NHWC",
-           in_process: bool = False) -> Dict[str, int]:
-    """count_model's figures, from the cache or counted now: in a child process, or in this one
-    (--dry_run promises to start no process). An entry cached before a figure was added to
-    count_model (one without 'variables') is counted again."""
+def counts(model: str, image_size: int, num_classes: int, data_format: str = "NHWC") -> Dict[str, int]:
+    """count_model's figures, from the cache or counted now in a child process (the launcher
+    never imports TensorFlow, and TensorFlow's start-up logs stay in the child's stderr)."""
     key = _key(model, image_size, num_classes, data_format)
-    cached = _read_cache().get(key)
-    if cached and all(name in cached for name in FIGURES):
+    cached = cached_counts(model, image_size, num_classes, data_format)
+    if cached:
         return cached
-    if in_process:
-        value = count_model(model, image_size, num_classes, data_format)
-        _write_cache(key, value)
-        return value
     proc = subprocess.run([sys.executable, "-m", "tfbench.measure.memory", model, str(image_size), str(num_classes),
                            data_format], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -101,6 +95,13 @@ def counts(model: str, image_size: int, num_classes: int, data_format: str = "NH
     value = json.loads(proc.stdout.strip().splitlines()[-1])
     _write_cache(key, value)
     return value
+
+
+def cached_counts(model: str, image_size: int, num_classes: int, data_format: str = "NHWC") -> Optional[Dict[str, int]]:
+    """The cached figures, or None; an entry cached before a figure was added to count_model
+    (one without 'variables') counts as none, so it is counted again."""
+    cached = _read_cache().get(_key(model, image_size, num_classes, data_format))
+    return cached if cached and all(name in cached for name in FIGURES) else None
 
 
 def _read_cache() -> dict:
@@ -153,16 +154,26 @@ def bound(config, roles) -> Dict[str, int]:
 
 
 def check(config, roles, available: Optional[int] = None, model: Optional[Dict[str, int]] = None,
-          in_process: bool = False) -> Dict[str, int]:
+          count: bool = True) -> Dict[str, int]:
     """Raises ConfigError (one line, with the estimate) when the tasks cannot fit; else the
-    estimate (the bound when that already fits)."""
+    estimate (the bound when that already fits).
+
+    count=False (--dry_run, which starts no process and writes nothing): when only a count of the
+    model's graph could tell and none is cached, nothing is counted; the result says so under
+    'unchecked' and the real run counts before it starts anything."""
     roles = list(roles)
     have = available_bytes() if available is None else available
     if model is None:
         upper = bound(config, roles)
         if upper["total"] <= have:
-            return upper
-        model = counts(config.model, config.image_size, config.num_classes, config.data_format, in_process)
+            return dict(upper, available=have, bound=True)
+        model = cached_counts(config.model, config.image_size, config.num_classes, config.data_format)
+        if model is None and not count:
+            return dict(upper, available=have, unchecked=(
+                f"not counted in a dry run: the bound for any model, {upper['total'] / GB:.1f} GB, is more than the "
+                f"{have / GB:.1f} GB available, and only a count of {config.model}'s graph (TensorFlow, a child "
+                f"process) can tell; the run counts it before starting anything and refuses a batch that does not fit"))
+        model = model or counts(config.model, config.image_size, config.num_classes, config.data_format)
     est = estimate(config, roles, model)
     if est["total"] > have:
         per_image = 4 * model["activation_floats"] if config.mode == "train" else 3 * 4 * model["largest_floats"]
@@ -172,7 +183,18 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
             f"{model['params'] / 1e6:.1f} M parameters, {per_image / 1e6:.1f} MB of activations per image, "
             f"{RUNTIME_BYTES / GB:.1f} GB of runtime per task) and this machine has {have / GB:.1f} GB available; "
             f"lower --batch_size or --image_size")
-    return est
+    return dict(est, available=have)
+
+
+def describe(result: Dict[str, int]) -> str:
+    """The dry run's line about memory."""
+    if result.get("unchecked"):
+        return f"memory: {result['unchecked']}"
+    if result.get("bound"):
+        return (f"memory: at most {result['total'] / GB:.1f} GB for {result['tasks']} task(s) (the bound for any "
+                f"model at this batch and image size), {result['available'] / GB:.1f} GB available")
+    return (f"memory: about {result['total'] / GB:.1f} GB for {result['tasks']} task(s) (counted from the model's "
+            f"graph), {result['available'] / GB:.1f} GB available")
 
 
 def main(argv) -> int:

@@ -5,18 +5,30 @@
 count and TensorFlow version. Runs read the cache (no TensorFlow needed) into environment.json
 and divide their achieved FLOP/s by the peak of the cores they had. When nothing was measured
 the record says so; a peak is never guessed.
+
+A peak measured while other processes used the cores is too low, and every fraction of it too
+high. So tools.peak records the conditions (the 1-minute load average before measuring, the
+cores other processes used while it measured), refuses to store a peak taken on a busy machine
+(busy_reason) unless forced, and every place that divides by the peak prints its age and those
+conditions (describe); a fraction above 1 says that the peak, not the run, is wrong.
 """
 from __future__ import annotations
 
 import importlib.metadata
 import os
 import platform
+import time
 from typing import Optional
 
 from tfbench.measure import json_cache
 
 CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
 UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.peak`"
+# A machine is too busy for a peak when the 1-minute load average before measuring, or the
+# cores other processes used while measuring, exceed this share of its cores.
+QUIET_SHARE = 0.25
+WRONG = ("above 1: the peak is too low (measured on a loaded machine?), not the run too fast; "
+         "re-measure with `python -m tools.peak --refresh` on a quiet machine")
 
 
 def cache_path() -> str:
@@ -88,3 +100,52 @@ def peak_flops(peak: Optional[dict], precision: str, cores: int, device: str = "
     if one_core is None:
         return all_cores * cores / total if all_cores else None
     return min(one_core * cores, all_cores) if all_cores else one_core * cores
+
+
+def busy_reason(load_1m: float, other_cores: Optional[float], cores: int) -> Optional[str]:
+    """Why the machine is too busy for a peak, or None when it was quiet enough."""
+    limit = QUIET_SHARE * cores
+    if load_1m > limit:
+        return f"1-minute load average {load_1m:.2f} on {cores} cores, more than {limit:g}"
+    if other_cores is not None and other_cores > limit:
+        return f"other processes used {other_cores:.2f} of {cores} cores while it measured, more than {limit:g}"
+    return None
+
+
+def describe(entry: Optional[dict], at: Optional[float] = None) -> str:
+    """Where a peak is used: when it was measured (and how long before `at`, a Unix time) and
+    under which load; old entries, which recorded only the load just after, say so."""
+    if not entry or entry.get("status", "measured") != "measured":
+        return UNKNOWN
+    when = entry.get("measured_at", "")
+    text = f"GEMM peak measured {when.replace('T', ' ').replace('Z', ' UTC')}".rstrip()
+    try:
+        age_s = (at if at is not None else time.time()) - _utc_seconds(when)
+        text += f" ({_age(age_s)} before this run)" if at is not None else f" ({_age(age_s)} ago)"
+    except ValueError:
+        pass
+    conditions = entry.get("conditions")
+    if conditions:
+        text += (f", 1-minute load average {conditions['load_average_1m_before']:.2f} before, other processes "
+                 f"using {conditions['other_cpu_cores']:.2f} of {conditions['cores']} cores meanwhile")
+        if conditions.get("forced"):
+            text += f" (stored with --force: {conditions.get('busy', 'busy')})"
+    elif entry.get("load_average_1m_after") is not None:
+        text += (f"; conditions not recorded (1-minute load average {entry['load_average_1m_after']:.2f} just after, "
+                 f"its own load included): `python -m tools.peak --refresh` records them")
+    return text
+
+
+def _utc_seconds(stamp: str) -> float:
+    import calendar
+
+    return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def _age(seconds: float) -> str:
+    if seconds < 0:
+        return "0 s"
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"

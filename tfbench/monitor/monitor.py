@@ -32,7 +32,10 @@ _JOIN_TIMEOUT_S = 5.0
 class Monitor:
     def __init__(self, run: RunDir, plan, config: RunConfig,
                  net_source_factory: Callable[[], Optional[NetSource]] = netstat.default_source,
-                 gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create):
+                 gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create,
+                 host_interfaces: bool = True):
+        """`host_interfaces=False`: the tasks talk inside a network namespace of their own (a
+        local run's private one), so this machine's interfaces carry none of their traffic."""
         self._run = run
         self._origin = timeline.origin(run.path)  # events share the tasks' step axis
         self._plan = plan
@@ -50,6 +53,8 @@ class Monitor:
         self._gpu: Optional[GpuSampler] = None
         self._host_sampler: Optional[HostSampler] = None
         self._links: Optional[HostLinks] = None
+        # Emulated hosts' links are charted as link/* (tfbench.monitor.host_links), not as this machine's interfaces.
+        self._host_interfaces = host_interfaces and config.network != "emulated"
         if config.network == "emulated":  # tasks' sockets live in other namespaces: count per host link
             self._net_source_factory = lambda: None
         self._step = 0
@@ -69,7 +74,7 @@ class Monitor:
         with self._lock:
             if self._thread is not None or self._stop_event.is_set():
                 return
-            self._output = MonitorOutput(self._run)
+            self._output = MonitorOutput(self._run, self._host_interfaces)
             self._host_sampler = HostSampler(time.time())
             self._net = self._create(self._net_source_factory, "per-task network")
             self._gpu = self._create(self._gpu_factory, "GPU")

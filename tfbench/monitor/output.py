@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Dict, List
+from typing import Dict, List, Set
 
 from tfbench.monitor.series import MB
 from tfbench.results.rundir import RunDir
@@ -32,11 +32,21 @@ def task_scalars(rec: dict) -> Dict[str, float]:
     return values
 
 
-def host_scalars(rec: dict) -> Dict[str, float]:
+# An interface is charted from the first sample in which it carries this much either way: an
+# idle one (the machine's own eth0 while an emulated run talks over its namespaces' links, or
+# a few bytes of background traffic) would open TensorBoard on flat zeros.
+ACTIVE_KBPS = 16.0
+
+
+def host_scalars(rec: dict, interfaces=None) -> Dict[str, float]:
+    """The host's series; `interfaces`: the names whose traffic to chart (None: every one that
+    carried any)."""
     values = {"host/cpu_percent": rec["cpu_percent"], "host/mem_used_mb": rec["mem_used_mb"]}
     for name, nic in rec["net"].items():
         if not nic["tx_bytes"] and not nic["rx_bytes"]:
             continue  # an interface that carried none of the run's traffic (yet)
+        if interfaces is not None and name not in interfaces:
+            continue
         tag = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
         values[f"host/net_{tag}_tx_kbps"] = nic["tx_kbps"]
         values[f"host/net_{tag}_rx_kbps"] = nic["rx_kbps"]
@@ -46,6 +56,13 @@ def host_scalars(rec: dict) -> Dict[str, float]:
         values[f"host/gpu{gpu['index']}_util_percent"] = gpu["util_percent"]
         values[f"host/gpu{gpu['index']}_mem_used_mb"] = gpu["mem_used_mb"]
     return values
+
+
+def active_interfaces(rec: dict, seen: Set[str]) -> Set[str]:
+    """`seen` plus the interfaces that carry at least ACTIVE_KBPS in this sample: once charted,
+    an interface stays charted, so its series has no gaps."""
+    return seen | {name for name, nic in rec["net"].items()
+                   if max(nic["tx_kbps"], nic["rx_kbps"]) >= ACTIVE_KBPS}
 
 
 def mean_scalars(per_task: List[Dict[str, float]]) -> Dict[str, float]:
@@ -58,8 +75,14 @@ def mean_scalars(per_task: List[Dict[str, float]]) -> Dict[str, float]:
 
 
 class MonitorOutput:
-    def __init__(self, run: RunDir):
+    """`host_interfaces`: chart this machine's interfaces at all (not when the run's tasks talk
+    over network namespaces of their own, whose traffic these interfaces never see); monitor.jsonl
+    keeps every interface either way."""
+
+    def __init__(self, run: RunDir, host_interfaces: bool = True):
         self._run = run
+        self._host_interfaces = host_interfaces
+        self._active: Set[str] = set()
         self._writers: Dict[str, EventWriter] = {}
         self._jsonl = open(run.file(MONITOR_FILE), "a", encoding="utf-8")
         self._lock = threading.Lock()
@@ -81,7 +104,9 @@ class MonitorOutput:
                     workers.append(values)
             if workers:
                 self._writer(WORKERS_MEAN).scalars(mean_scalars(workers), step, now)
-            self._writer(HOST).scalars(host_scalars(host), step, now)
+            if self._host_interfaces:
+                self._active = active_interfaces(host, self._active)
+            self._writer(HOST).scalars(host_scalars(host, self._active), step, now)
             for rec in tasks + [host]:
                 self._jsonl.write(json.dumps(rec, sort_keys=True) + "\n")
             self._jsonl.flush()

@@ -102,6 +102,8 @@ def measuring_tasks(records: Iterable[dict]) -> List[dict]:
     return [r for r in records if r.get("kind") == "task" and r.get("counts_toward_cluster", True)]
 
 
+UPDATES_PER_SEC = ("parameter-server updates applied in the measured window / the measured window's wall time "
+                   "(the window of cluster images/sec)")
 SYNC_GLOBAL_STEP = ("global step: first rank's start to last rank's end of the same step "
                     "(one sample per step, not one per rank)")
 
@@ -147,7 +149,7 @@ def training_dynamics(task_records: Sequence[dict]) -> Dict:
         if r.get("convergence"):
             out["convergence"] = r["convergence"]
         if r.get("cluster_steps") and r.get("updates") is not None:
-            out["updates"], out["updates_per_sec"] = r["updates"], r.get("updates_per_sec")
+            out["updates"] = r["updates"]  # per second: over the cluster's window (cluster_record)
             if r.get("staleness"):
                 out["staleness"] = r["staleness"].get("all")
             for key in ("clock_staleness", "bound_waits", "ps_staleness_bound"):
@@ -197,6 +199,9 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         "task_images_per_sec": {f"{r['role']}_{r['index']}": r["images_per_sec"] for r in tasks},
     }
     record.update(training_dynamics(task_records))
+    if record.get("updates") is not None:  # the same window as images/sec, so the two rates agree
+        record["updates_per_sec"] = record["updates"] / (end - start) if end > start else float("nan")
+        record["updates_per_sec_definition"] = UPDATES_PER_SEC
     record.update(extra or {})
     resources = record.get("resources")
     if isinstance(resources, dict) and any(isinstance(t, dict) and t.get("series")

@@ -45,16 +45,18 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
                       cluster["stats"]))
     lines.append(f"cluster step: {cluster.get('step_definition', 'global step')}; "
                  f"{cluster['stats']['count']} samples")
-    lines.append(f"cluster images/sec = {cluster['images']} images / {cluster['window_s']:.2f} s measured window"
+    window = f"{cluster['window_s']:.4g} s"  # enough digits to check both divisions below
+    lines.append(f"cluster images/sec = {cluster['images']} images / {window} measured window"
                  f" = {cluster['images_per_sec']:.1f}")
     split = breakdown.line(cluster.get("step_breakdown"))
     if split:
         lines.append(split)
     lines += performance_lines(config, cluster, tasks)
     coordinator = next((t for t in tasks if t.get("cluster_steps")), {})
-    if coordinator.get("updates_per_sec"):
-        lines.append(f"updates: {coordinator['updates']} in the measured window = "
-                     f"{coordinator['updates_per_sec']:.1f} per second (parameter-server updates applied)")
+    updates = cluster.get("updates", coordinator.get("updates"))
+    if updates and cluster.get("window_s"):
+        lines.append(f"updates: {updates} parameter-server updates applied in the same measured window = "
+                     f"{updates} / {window} = {updates / cluster['window_s']:.1f} per second")
     if coordinator.get("staleness"):
         lines.append(staleness_line(coordinator["staleness"]))
     if coordinator.get("clock_staleness", {}).get("updates"):
