@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench soak sweep strategies network staleness horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network staleness model latency horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -70,6 +70,14 @@ staleness: setup
 # PS (collocated, separate), MWMS and Horovod on emulated hosts, 1-4 workers, per link rate (~20 min).
 network: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/network.yaml --sweep_dir=sweeps/network-$$(date +%Y%m%d-%H%M%S)
+
+# The performance model: a sweep on emulated hosts (PS vs MWMS, 1-3 workers, 50/100/200 Mbit/s),
+# then fit, validate on held-out runs and predict to 1024 workers; prints `median abs error = X%`
+# and writes <sweep>/model/summary.md with one plot per link (~12 min on 2 cores).
+model: setup
+	d=sweeps/model-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/model.yaml --sweep_dir=$$d --report=false; \
+	$(PY) -m tools.model report $$d
 
 clean:
 	rm -rf $(VENV) .pytest_cache

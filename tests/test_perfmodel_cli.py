@@ -90,7 +90,8 @@ def _broken(change):
 
 @pytest.mark.parametrize("change,message", [
     (lambda d: d.update(schema="other"), "schema must be"),
-    (lambda d: d.update(version=2), "version 2 is newer"),
+    (lambda d: d.update(version=3), "version 3 is newer"),
+    (lambda d: d["link_efficiency"].update(horovod={"value": 1.5, "from_runs": ["r"]}), "at most 1"),
     (lambda d: d.update(extra=1), "unknown field 'extra'"),
     (lambda d: d["compute"][0].pop("cores"), "compute[0] lacks cores"),
     (lambda d: d["compute"][0].update(ms_per_image=0), "compute[0].ms_per_image must be a number > 0"),

@@ -3,6 +3,9 @@
 Verbs:
   predict   step time, images/sec, scaling efficiency and bottleneck of a strategy at the worker
             counts asked, from a given or fitted compute time and a link class or rate
+  fit       the parameters file from tfbench runs (python -m tools.model fit RUN_OR_SWEEP_DIR...)
+  validate  fit on part of a sweep, predict the rest: measured, predicted, error per held-out run
+  report    validate, fit and the what-if report of a sweep (`make model`): SWEEP_DIR/model/
 
 `python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
 the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
@@ -16,7 +19,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext as usage
-from tools import model_predict
+from tools import model_fit, model_predict, model_report
 
 
 class Verb(NamedTuple):
@@ -28,6 +31,9 @@ class Verb(NamedTuple):
 
 VERBS: Dict[str, Verb] = {
     "predict": Verb(model_predict.__doc__, model_predict.help_groups, model_predict.define_flags, model_predict.main),
+    "fit": Verb(model_fit.__doc__, model_fit.help_groups, model_fit.define_flags, model_fit.fit_main),
+    "validate": Verb(model_fit.__doc__, model_fit.help_groups, model_fit.define_flags, model_fit.validate_main),
+    "report": Verb(model_report.__doc__, model_report.help_groups, model_report.define_flags, model_report.main),
 }
 
 

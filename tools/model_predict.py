@@ -149,8 +149,10 @@ def request():
     key = params_lib.strategy_key(f.strategy, f.ps_sync)
     apply_s, apply_source = _seconds("ps_apply_ms", data, "ps_apply_s", key)
     overhead_s, overhead_source = _seconds("overhead_ms", data, "overhead_s", key)
+    share = params_lib.strategy_value(data, "link_efficiency", key) if data else None
     facts = {"ms": ms, "compute_source": compute_source, "link": link, "apply": (apply_s, apply_source),
-             "overhead": (overhead_s, overhead_source)}
+             "overhead": (overhead_s, overhead_source),
+             "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta")}
     return counts, facts
 
 
@@ -176,6 +178,7 @@ def header(setting: prediction.Setting, counted: dict, facts: dict) -> List[str]
         f"variables x 4 bytes (variables stay fp32 under every --precision; counted from the model's graph)",
         f"link alpha = {link.link.alpha_s * 1e3:.3f} ms per message, {link.alpha_source}",
         f"link beta = {link.link.beta / 1e6:.1f} MB/s each direction, {link.beta_source}",
+        f"share of beta the strategy's protocol gets = {facts['share'][0]:.3f}, {facts['share'][1]}",
         f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "
         f"{facts['compute_source']}",
     ]
@@ -199,7 +202,8 @@ def main(argv) -> int:
         return 2
     setting = prediction.Setting(
         strategy=FLAGS.strategy, w_bytes=4.0 * counted["params"], compute_s=FLAGS.batch_size * facts["ms"] / 1e3,
-        batch_size=FLAGS.batch_size, link=facts["link"].link, num_ps=FLAGS.num_ps, ps_placement=FLAGS.ps_placement,
+        batch_size=FLAGS.batch_size, link=facts["link"].link.with_beta_share(facts["share"][0]),
+        num_ps=FLAGS.num_ps, ps_placement=FLAGS.ps_placement,
         ps_sync=FLAGS.ps_sync, ps_apply_s=facts["apply"][0], overhead_s=facts["overhead"][0])
     points = prediction.predict(setting, counts)
     out = render.csv_text if FLAGS.format == "csv" else render.table

@@ -36,6 +36,10 @@ class Link:
         if not (self.alpha_s >= 0 and self.beta > 0):
             raise ValueError(f"a link needs alpha_s >= 0 and beta > 0, got {self.alpha_s}, {self.beta}")
 
+    def with_beta_share(self, share: float) -> "Link":
+        """The link as a protocol sees it that gets `share` (0 < share <= 1) of its bandwidth."""
+        return Link(self.alpha_s, self.beta * share)
+
 
 class Comm(NamedTuple):
     """One communication's time, its alpha terms apart from its bytes/beta terms (the split that
