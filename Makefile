@@ -79,5 +79,15 @@ model: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/model.yaml --sweep_dir=$$d --report=false; \
 	$(PY) -m tools.model report $$d
 
+# Worker idleness and images/sec against link latency (0-200 ms, the user-space delay line):
+# asynchronous parameter servers at 1 and 2 ps for 2 workers and batch 32 and 256, and a
+# synchronous series; says whether the studies' direction holds (~15 min on 2 cores).
+latency: setup
+	d=sweeps/latency-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --sweep_dir=$$d/async --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --ps_sync=true --num_ps=1 --batch_size=32 \
+		--sweep_dir=$$d/sync --report=false; \
+	$(PY) -m tools.latency_report $$d
+
 clean:
 	rm -rf $(VENV) .pytest_cache

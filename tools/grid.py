@@ -150,6 +150,7 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
               values["model"], f"{values['image_size']}px"]
     if values["network"] == "emulated":
         parts.append(f"emu-{values['link_bandwidth'] or 'unshaped'}")
+        parts += [f"lat{values['link_latency']:g}ms"] if values.get("link_latency") else []
     # Performance axes appear only off their defaults, so ids of sweeps without them stay stable.
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
     parts += ["xla"] if values.get("xla") else []
