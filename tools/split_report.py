@@ -51,9 +51,10 @@ def section(points: Sequence[Point]) -> List[str]:
 
 
 def plot(points: Sequence[Point], path: str) -> bool:
-    """Stacked bars of the parts, one bar per point with a split."""
+    """100% stacked bars: each part's share of the global step, one bar per point with a split,
+    its step in ms above it (points' steps differ by orders of magnitude)."""
     rows = [(p, point_split(p)) for p in sorted(points, key=lambda p: order_key(p.config))]
-    rows = [(p, s) for p, s in rows if s is not None]
+    rows = [(p, s) for p, s in rows if s is not None and s["step"] > 0]
     if not rows:
         return False
     import matplotlib
@@ -62,19 +63,29 @@ def plot(points: Sequence[Point], path: str) -> bool:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.5))
-    labels = [f"{p.config.get('strategy')}\n{p.config.get('num_workers')}w {p.config.get('link_bandwidth') or ''}"
-              for p, _ in rows]
     bottom = [0.0] * len(rows)
     for part in PARTS:
-        values = [s[part] for _, s in rows]
+        values = [100.0 * s[part] / s["step"] for _, s in rows]
         ax.bar(range(len(rows)), values, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_xticks(range(len(rows)), labels, fontsize=7)
-    ax.set_ylabel("ms per global step")
-    ax.set_title("where each global step's time goes")
-    ax.legend(fontsize=8)
+    for i, (_, s) in enumerate(rows):
+        ax.text(i, min(bottom[i], 100.0) + 1.5, f"{s['step']:.3g} ms", ha="center", fontsize=7)
+    ax.set_xticks(range(len(rows)), [_label(p.config) for p, _ in rows], fontsize=7)
+    ax.set_ylim(0, 125)
+    ax.set_ylabel("% of the global step")
+    ax.set_title("where each global step's time goes (mean step above each bar)")
+    ax.legend(fontsize=8, loc="upper center", ncol=len(PARTS), frameon=False)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _label(config: dict) -> str:
+    name = config.get("strategy", "")
+    if name == "parameter_server":
+        name = f"PS {'sync' if config.get('ps_sync') else 'async'}"
+    link = config.get("link_bandwidth") or ""
+    latency = f" +{config['link_latency']:g}ms" if config.get("link_latency") else ""
+    return f"{name}\n{config.get('num_workers')}w {link}{latency}".rstrip()
