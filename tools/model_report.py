@@ -29,8 +29,9 @@ from tools import model_fit
 FLAGS = flags.FLAGS
 WORKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 ASSUMPTIONS = (
-    "compute per worker stays what the sweep measured, whatever N (the sweep's workers share 2 cores: "
-    "compute there is slower than on a host of its own, and the model does not know it)",
+    "compute per worker is what one worker measured alone on its own core, whatever N (in the sweep's runs "
+    "with more workers than cores, the core share, i.e. workers pinned to one core, slowed it and is accounted for; "
+    "beyond the sweep every worker has cores of its own)",
     "every host has its own link of the sweep's rate to a full-bisection switch: no contention beyond the named "
     "links, no oversubscribed core",
     "no overlap of communication with computation beyond what the measured compute already holds",
@@ -72,7 +73,7 @@ def plot(link: str, settings: Dict[str, prediction.Setting], measured: Sequence[
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, (name, s) in enumerate(sorted(settings.items())):
-        points = prediction.predict(s, list(WORKERS))
+        points = prediction.predict(s, sorted(set(WORKERS) | set(range(1, 9))))
         color = f"C{i}"
         ax.plot([p.num_workers for p in points], [p.images_per_sec for p in points], color=color,
                 label=f"{name}, predicted")
@@ -83,7 +84,7 @@ def plot(link: str, settings: Dict[str, prediction.Setting], measured: Sequence[
     ax.set_yscale("log")
     ax.set_xlabel("workers")
     ax.set_ylabel("images/sec")
-    ax.set_title(f"link {link}: measured (N <= 3, emulated hosts) and predicted")
+    ax.set_title(f"link {link}: measured on emulated hosts, predicted with a core per worker", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -98,6 +99,7 @@ def whatif_lines(link: str, settings: Dict[str, prediction.Setting]) -> List[str
     if ps is not None:
         headers += ["ps shards that keep up", "bandwidth where ps matches ring"]
     lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    unmatched = None
     for n in WORKERS:
         row = [str(n)]
         for name in sorted(settings):
@@ -107,7 +109,10 @@ def whatif_lines(link: str, settings: Dict[str, prediction.Setting]) -> List[str
             k = whatif.shards_needed(ps, n)
             match = whatif.bandwidth_match(ps, n)
             row += [str(k) if k else "more than 1024", rate_text(match.bps) if match.bps else "none up to 10 Tbit/s"]
+            unmatched = unmatched or (None if match.bps else match.reason)
         lines.append("| " + " | ".join(row) + " |")
+    if unmatched:
+        lines += ["", f"Where no bandwidth lets the parameter server match ring all-reduce: {unmatched}."]
     if ps is not None:
         star = whatif.w_star(ps.w_bytes, ps.compute_s, ps.link, ps.num_ps, ps.ps_placement, ps.ps_sync)
         lines += ["", f"w* = {star:.2f} workers: past it one ps shard's link time per global step exceeds the compute "

@@ -1,9 +1,11 @@
 """Parameters of the model fitted on tfbench runs (observations), each naming its runs.
 
 - compute per image, per (model, mode, precision, image size, classes, batch, cores): the median
-  of the runs' compute part per worker step (tfbench.measure.breakdown) over the batch; a
-  compute timed inside the step (synchronous ranks, one task) is preferred to a parameter
-  server's derived one, which is used only where no timed one exists;
+  of the runs' compute part per worker step (tfbench.measure.breakdown) over the batch, divided
+  by how many workers shared a worker's cores (a run's core share: 2 workers pinned to one core
+  compute about half as fast); a compute timed inside the step (synchronous ranks, one task) is
+  preferred to a parameter server's derived one, and a single worker's (no all-reduce to overlap
+  with its backward pass) to that of a cluster;
 - each link (by --link_bandwidth): the median alpha and beta its runs' link probes measured;
 - the ps apply of synchronous parameter servers: the median apply part;
 - per strategy, a fixed overhead per step and the share of the measured beta the strategy's
@@ -40,7 +42,8 @@ def compute_entries(observations: Sequence[Observation]) -> List[dict]:
     entries = []
     for key, group in sorted(by_key.items(), key=lambda kv: str(kv[0])):
         timed = [o for o in group if o.compute_measured] or group
-        values = [o.compute_s / o.batch_size for o in timed if o.compute_s > 0]
+        timed = [o for o in timed if o.num_workers == 1] or timed
+        values = [o.compute_s / o.batch_size / o.core_share_mean for o in timed if o.compute_s > 0]
         if not values:
             continue
         entry = dict(zip(params_lib.COMPUTE_KEY, key))
@@ -83,8 +86,10 @@ def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
     if efficiency is None:
         efficiency = (params_lib.strategy_value(data, "link_efficiency", o.key) or {}).get("value", 1.0)
     apply = (params_lib.strategy_value(data, "ps_apply_s", o.key) or {}).get("value_s", 0.0)
+    # a synchronous step waits for the most crowded worker; asynchronous workers each go at their own pace
+    share = o.core_share_mean if o.strategy == "parameter_server" and not o.ps_sync else o.core_share_max
     return prediction.Setting(
-        strategy=o.strategy, w_bytes=o.w_bytes, compute_s=compute["ms_per_image"] * o.batch_size / 1e3,
+        strategy=o.strategy, w_bytes=o.w_bytes, compute_s=share * compute["ms_per_image"] * o.batch_size / 1e3,
         batch_size=o.batch_size, link=eq.Link(link["alpha_s"], link["beta_bps"] / 8).with_beta_share(efficiency),
         num_ps=max(1, o.num_ps), ps_placement=o.ps_placement if o.strategy == "parameter_server" else eq.SEPARATE,
         ps_sync=o.ps_sync, ps_apply_s=apply, overhead_s=overhead_s)

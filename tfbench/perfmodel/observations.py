@@ -43,6 +43,8 @@ class Observation:
     apply_s: float
     compute_measured: bool  # compute timed in the step (sync ranks, one task), not derived (ps)
     bytes_per_step: Dict[str, float]  # most tx bytes per global step on a ps host / a worker host
+    core_share_mean: float = 1.0  # workers on a worker's cores (itself included), mean over workers
+    core_share_max: float = 1.0  # ... for the most crowded worker
 
     @property
     def key(self) -> str:
@@ -87,7 +89,18 @@ def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[
         w_bytes=float(w_bytes), step_s=float(split["step_mean_s"]),
         images_per_sec=float(cluster["images_per_sec"]), compute_s=float(mean.get("compute", 0.0)),
         communication_s=float(mean.get("communication", 0.0)), apply_s=float(mean.get("apply", 0.0)),
-        compute_measured=split.get("source") in MEASURED_COMPUTE, bytes_per_step=_bytes(cluster, config)), ""
+        compute_measured=split.get("source") in MEASURED_COMPUTE, bytes_per_step=_bytes(cluster, config),
+        **_core_share(cluster, n)), ""
+
+
+def _core_share(cluster: dict, n: int) -> Dict[str, float]:
+    """How many workers compute on each worker's cores (the record's shared_cores): a worker
+    sharing its core with another computes about half as fast. Parameter servers and the
+    coordinator are left out: they wait on the network far more than they compute."""
+    shared = cluster.get("shared_cores") or {}
+    shares = [1 + sum(1 for other in shared.get(f"worker_{i}", []) if other.startswith("worker_"))
+              for i in range(max(1, n))]
+    return {"core_share_mean": sum(shares) / len(shares), "core_share_max": float(max(shares))}
 
 
 def _bytes(cluster: dict, config: dict) -> Dict[str, float]:
