@@ -61,7 +61,9 @@ def test_fitting_recovers_the_parameters_the_runs_were_made_with():
     data = fit_lib.fit(sweep())
     (compute,) = data["compute"]
     assert compute["ms_per_image"] == pytest.approx(MS_PER_IMAGE)
-    assert compute["from_runs"] == sorted(o.run_id for o in sweep() if o.strategy == "multi_worker_mirrored")
+    # timed in the step (not a parameter server's derived compute), by a single worker (nothing overlapped)
+    assert compute["from_runs"] == sorted(o.run_id for o in sweep()
+                                          if o.strategy == "multi_worker_mirrored" and o.num_workers == 1)
     for link in ALPHA_S:  # from the runs' link probes
         assert data["links"][link]["alpha_s"] == pytest.approx(ALPHA_S[link])
         assert data["links"][link]["beta_bps"] == pytest.approx(BETA_BPS[link])
@@ -115,3 +117,21 @@ def test_fitted_parameters_file_round_trips_and_feeds_predict(tmp_path):
     obs = record("parameter_server", 3, "50mbit", "x")
     assert fit_lib.predicted_step_s(obs, data) == pytest.approx(obs.step_s, rel=1e-3)
     assert os.path.getsize(path) > 0
+
+
+def test_workers_sharing_a_core_compute_slower_and_the_fit_knows_it():
+    """3 workers on 2 cores: worker_0 and worker_2 share core 0. Their mean compute is 5/3 of one
+    worker's alone; a synchronous step waits for the crowded pair (2x)."""
+    obs = record("multi_worker_mirrored", 3, "100mbit", "crowded")
+    cluster_shared = {"worker_0": ["worker_2"], "worker_2": ["worker_0", "ps_0"]}
+    from tfbench.perfmodel.observations import _core_share
+
+    share = _core_share({"shared_cores": cluster_shared}, 3)
+    assert share == {"core_share_mean": pytest.approx(5 / 3), "core_share_max": 2.0}
+    import dataclasses
+
+    crowded = dataclasses.replace(obs, compute_s=obs.compute_s * 5 / 3, num_workers=3, **share)
+    data = fit_lib.fit([crowded])
+    assert data["compute"][0]["ms_per_image"] == pytest.approx(MS_PER_IMAGE)
+    assert fit_lib.setting(crowded, data).compute_s == pytest.approx(2 * MS_PER_IMAGE * BATCH / 1e3)
+
