@@ -243,3 +243,13 @@ def test_the_package_imports_only_the_standard_library_numpy_and_scipy():
                        else [node.module] if isinstance(node, ast.ImportFrom) else [])
             for module in modules:
                 assert module.split(".")[0] in allowed or module.startswith("tfbench.perfmodel"), (name, module)
+
+
+def test_one_ps_shard_per_worker_as_tf_cnn_benchmarks_places_them():
+    s = pr.Setting(strategy="parameter_server", w_bytes=1e8, compute_s=1.0, batch_size=32,
+                           link=eq.Link(0.0, 1.25e8), ps_placement="collocated", ps_sync=True)
+    points = pr.predict_shard_per_worker(s, [1, 16])
+    assert points[1].step_s == pytest.approx(pr.point(dataclasses.replace(s, num_ps=16), 16).step_s)
+    # collocated, k = N: each host serves (N-1)/N of |w| each way per pull and push
+    assert points[1].communication_s == pytest.approx(2 * (15 / 16) * 1e8 / 1.25e8)
+    assert points[0].scaling_efficiency == 1.0 and points[1].scaling_efficiency < 1.0

@@ -44,7 +44,8 @@ def define_flags() -> None:
         return
     flags.DEFINE_string("strategy", "parameter_server", f"One of {', '.join(prediction.STRATEGIES)} "
                         "(multi_worker_mirrored and horovod: ring all-reduce; tree: binomial tree, a reference).")
-    flags.DEFINE_integer("num_ps", 1, "Parameter-server shards k (variables split evenly over them).")
+    flags.DEFINE_integer("num_ps", 1, "Parameter-server shards k (variables split evenly over them); 0: one per "
+                         "worker, k = N (tf_cnn_benchmarks' parameter_server mode with a ps on every worker node).")
     flags.DEFINE_string("ps_placement", SEPARATE, "separate: each ps on a host of its own; collocated: ps j on "
                         "worker j's host (tfbench runs default to collocated).")
     flags.DEFINE_boolean("ps_sync", False, "Synchronous parameter server (default: asynchronous, as tfbench).")
@@ -97,7 +98,7 @@ def check_flags() -> None:
     f = FLAGS
     need(f.strategy in prediction.STRATEGIES,
          f"--strategy={f.strategy!r} is unknown; choose one of {', '.join(prediction.STRATEGIES)}")
-    need(f.num_ps >= 1, f"--num_ps must be 1 or more, got {f.num_ps}")
+    need(f.num_ps >= 0, f"--num_ps must be 0 (one per worker) or more, got {f.num_ps}")
     need(f.ps_placement in PLACEMENTS, f"--ps_placement={f.ps_placement!r} is unknown; choose separate or collocated")
     need(bool(f.link_bandwidth.strip()), "--link_bandwidth is empty; give a class or a rate such as 100mbit")
     config_lib.link_rate_bps(f.link_bandwidth)
@@ -160,8 +161,9 @@ def header(setting: prediction.Setting, counted: dict, facts: dict) -> List[str]
     f, s, link = FLAGS, setting, facts["link"]
     if s.strategy == "parameter_server":
         where = "on hosts of their own" if s.ps_placement == SEPARATE else "collocated: ps j on worker j's host"
-        what = (f"parameter_server, {'sync' if s.ps_sync else 'async'}, {int(s.num_ps)} ps shard"
-                f"{'s' if s.num_ps > 1 else ''} {where}")
+        shards = "one ps shard per worker (k = N)" if FLAGS.num_ps == 0 else (
+            f"{int(s.num_ps)} ps shard{'s' if s.num_ps > 1 else ''}")
+        what = f"parameter_server, {'sync' if s.ps_sync else 'async'}, {shards} {where}"
         step = ("one global step = one update from every worker's gradient; communication = pull + push"
                 if s.ps_sync else "one global step = N updates, one per worker on average; communication = "
                 "pull + push, with the queueing at saturated ps links (queueing at a saturated ps apply is in "
@@ -203,9 +205,9 @@ def main(argv) -> int:
     setting = prediction.Setting(
         strategy=FLAGS.strategy, w_bytes=4.0 * counted["params"], compute_s=FLAGS.batch_size * facts["ms"] / 1e3,
         batch_size=FLAGS.batch_size, link=facts["link"].link.with_beta_share(facts["share"][0]),
-        num_ps=FLAGS.num_ps, ps_placement=FLAGS.ps_placement,
+        num_ps=FLAGS.num_ps or 1, ps_placement=FLAGS.ps_placement,
         ps_sync=FLAGS.ps_sync, ps_apply_s=facts["apply"][0], overhead_s=facts["overhead"][0])
-    points = prediction.predict(setting, counts)
+    points = prediction.predict(setting, counts) if FLAGS.num_ps else prediction.predict_shard_per_worker(setting, counts)
     out = render.csv_text if FLAGS.format == "csv" else render.table
     print(out(points, setting.strategy, header(setting, counted, facts)))
     return 0
