@@ -27,7 +27,7 @@ BAD = [
     (dict(slurm_nodes=2), "--slurm_nodes applies to --launcher=slurm only"),
     (dict(launcher="slurm", hosts=("nodeA",)), "Slurm picks the nodes"),
     (dict(launcher="slurm", slurm_time="ten minutes"), "is not a Slurm time"),
-    (dict(launcher="slurm", slurm_nodes=0), "--slurm_nodes must be at least 1"),
+    (dict(launcher="slurm", slurm_nodes=-1), "--slurm_nodes must be 0 (a node per worker"),
     (dict(launcher="slurm", slurm_account="a b"), "--slurm_account='a b' must be"),
     (dict(launcher="slurm", strategy="multi_worker_mirrored", num_workers=2, slurm_nodes=3),
      "--slurm_nodes=3 is more nodes than the run's 2 tasks"),

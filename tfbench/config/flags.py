@@ -72,7 +72,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Launch", (
         ("string", "launcher", "local: processes on this machine; slurm: srun steps in an allocation, or an sbatch "
                                "job submitted and followed from outside one."),
-        ("integer", "slurm_nodes", "Slurm: nodes to spread the tasks over."),
+        ("integer", "slurm_nodes", "Slurm: nodes to spread the tasks over; 0: one per worker, and with separate ps "
+                                   "one per ps and one for the coordinator."),
         ("string", "slurm_partition", "Slurm: partition (sbatch --partition); '': default."),
         ("string", "slurm_time", "Slurm: time limit (sbatch --time), e.g. 10 or 00:10:00."),
         ("string", "slurm_account", "Slurm: account to charge (sbatch --account)."),
