@@ -150,6 +150,32 @@ def counters(net: Network) -> dict:
 
 # ---- measuring a link ------------------------------------------------------------------------
 
+def facts(net: Network, link_bandwidth: str, seconds: float = 0.6) -> dict:
+    """What the run's links were asked for and what one TCP stream really got, both ways between
+    h0 and the switch (the record's `link` and network.json)."""
+    h0 = net.hosts[0]
+    tx = measure(h0.netns, net.switch, net.bridge_address, seconds)
+    rx = measure(net.switch, h0.netns, h0.address, seconds)
+    rate = net.rate_bps
+    out = {
+        "num_hosts": len(net.hosts),
+        "link_bandwidth": link_bandwidth or "unshaped",
+        "configured_bps": rate or None,
+        "shaped": net.shaped,
+        "delay_ms": net.delay_ms,
+        "expected_goodput_bps": round(expected_goodput(rate)) if net.shaped else None,
+        "measured_tx_bps": tx,
+        "measured_rx_bps": rx,
+        "measured_with": f"one TCP stream for {seconds:g} s each way between h0 and the switch",
+    }
+    if rate and not net.shaped:
+        out["note"] = (f"{rate / 1e9:g} Gbit/s is above tbf's 32-bit rate (34 Gbit/s): the links are "
+                       f"unshaped and bounded by the CPU (veth)")
+    elif not rate:
+        out["note"] = "unshaped: the rate is what veth and the CPU carry"
+    return out
+
+
 def expected_goodput(rate_bps: int) -> float:
     """What one TCP stream can carry over a link shaped to rate_bps: tbf counts whole frames,
     so headers take their share and the payload rate sits about 4% below the configured one."""

@@ -41,36 +41,12 @@ class EmulatedLauncher(Launcher):
         self.net = links.plan_network(self.key, len(names), self.config.link_rate_bps, self.config.link_latency)
         links.build(self.net)
         plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
-        self.facts["link"] = self._link_facts()
+        self.facts["link"] = links.facts(self.net, self.config.link_bandwidth, MEASURE_S)
         if plan.strategy == "horovod":
             self.rendezvous = netns_exec.run_in(self.net.switch, lambda: horovod_gloo.start_rendezvous(plan))
         self.run.write_json(NETWORK_FILE, {**self.facts["link"], **self.net.to_dict()})
         self.run.write_json("plan.json", plan.to_dict())
         return plan
-
-    def _link_facts(self) -> dict:
-        """What the run's links were asked for and what one TCP stream really got, both ways."""
-        h0 = self.net.hosts[0]
-        tx = links.measure(h0.netns, self.net.switch, self.net.bridge_address, MEASURE_S)
-        rx = links.measure(self.net.switch, h0.netns, h0.address, MEASURE_S)
-        rate = self.config.link_rate_bps
-        facts = {
-            "num_hosts": len(self.net.hosts),
-            "link_bandwidth": self.config.link_bandwidth or "unshaped",
-            "configured_bps": rate or None,
-            "shaped": self.net.shaped,
-            "delay_ms": self.config.link_latency,
-            "expected_goodput_bps": round(links.expected_goodput(rate)) if self.net.shaped else None,
-            "measured_tx_bps": tx,
-            "measured_rx_bps": rx,
-            "measured_with": f"one TCP stream for {MEASURE_S:g} s each way between h0 and the switch",
-        }
-        if rate and not self.net.shaped:
-            facts["note"] = (f"{rate / 1e9:g} Gbit/s is above tbf's 32-bit rate (34 Gbit/s): the links are "
-                             f"unshaped and bounded by the CPU (veth)")
-        elif not rate:
-            facts["note"] = "unshaped: the rate is what veth and the CPU carry"
-        return facts
 
     def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:
         host = self.net.host_of(spec.host)
