@@ -165,8 +165,7 @@ def _check_launch(c: RunConfig) -> None:
         return
     if c.hosts != ("localhost",):
         raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
-    if c.network != "local":
-        raise ConfigError(f"--network={c.network} runs on this machine; it does not combine with --launcher=slurm")
+    checks.check_slurm_network(c)
     if c.slurm_nodes < 0:
         raise ConfigError(f"--slurm_nodes must be 0 (a node per worker, and per separate ps) or more, "
                           f"got {c.slurm_nodes}")
