@@ -5,7 +5,9 @@ STEP measured steps, the fault's task gets SIGKILL (kill) or SIGSTOP (hang), sen
 process group when it has one to itself, else to its process. What follows depends on the
 strategy: a killed parameter-server worker is restarted with the same command (same address,
 same TF_CONFIG) and the coordinator, which re-runs the closures the worker lost, carries on; any
-other killed task ends the run as a failure that names the fault, except a Horovod elastic rank:
+other killed task ends the run as a failure that names the fault (under Slurm the whole job:
+its step ends with any task, so a killed worker restarts the cluster from a checkpoint or ends
+the run), except a Horovod elastic rank:
 horovodrun's elastic driver drops it and starts it again itself, and the injector only notes when
 the new process reports ready (its rank joined the others). A hung task stays stopped
 until teardown continues it (a stopped process cannot act on SIGTERM).
@@ -63,17 +65,24 @@ class FaultInjector:
         entry = self.applied.get(task)
         return bool(entry and entry["kind"] == "kill" and "error" not in entry)
 
+    def killed_in(self, tasks) -> Optional[str]:
+        """The first of `tasks` (a unit's) that a fault killed, or None."""
+        return next((t for t in tasks if self.killed(t)), None)
+
     def restarts(self, task: str) -> bool:
-        """A killed parameter-server worker (not yet restarted) comes back at its address."""
+        """A killed parameter-server worker (not yet restarted) comes back at its address; not under
+        Slurm, whose step ends with any task (--kill-on-bad-exit)."""
         return (self.killed(task) and self.config.strategy == "parameter_server" and task.startswith("worker_")
-                and "restarted_wall" not in self.applied[task])
+                and self.config.launcher != "slurm" and "restarted_wall" not in self.applied[task])
 
     def restarts_cluster(self, task: str) -> bool:
         """A killed task the run survives only by starting every task again from the last
         checkpoint: an all-reduce worker, a parameter server or the coordinator (not a
-        parameter-server worker, which restarts alone)."""
+        parameter-server worker, which restarts alone, except under Slurm, whose job is
+        submitted again as a whole)."""
         all_reduce = self.config.strategy == "multi_worker_mirrored"
-        ps_side = self.config.strategy == "parameter_server" and not task.startswith("worker_")
+        alone = task.startswith("worker_") and self.config.launcher != "slurm"
+        ps_side = self.config.strategy == "parameter_server" and not alone
         return (self.killed(task) and (all_reduce or ps_side) and self.config.checkpoint_every > 0
                 and "cluster_restarted_wall" not in self.applied[task])
 

@@ -6,8 +6,8 @@
 Every host link is shaped in both directions with tbf: egress of the host's eth0 limits what
 the host sends, egress of its switch port what it receives. tbf keeps its rate in a 32-bit
 bytes/s field, so a faster link cannot be shaped and validation refuses one (an empty
---link_bandwidth asks for unshaped veth, bounded by the CPU); the rate measured at setup is what
-the run really had. This kernel has no sch_netem, so a delayed network's links are TAP pairs
+--link_bandwidth asks for unshaped veth, bounded by the CPU); the rate measured at setup
+(cluster.link_facts) is what the run really had. This kernel has no sch_netem, so a delayed network's links are TAP pairs
 instead of veth pairs (cluster.taps), shaped the same way, and one user-space process
 (cluster.delay_line) delays what each host sends; build() returns the handle that stops it.
 """
@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
-import threading
-import time
 from typing import List, Optional, Tuple
 
 from cluster import delay_line, netns, taps
-from cluster.netns_exec import run_in
 from tfbench.config.choices import TBF_MAX_BPS
 
 BRIDGE = "br0"
@@ -188,75 +184,7 @@ def counters(net: Network) -> dict:
     return out
 
 
-# ---- measuring a link ------------------------------------------------------------------------
-
 def expected_goodput(rate_bps: int) -> float:
     """What one TCP stream can carry over a link shaped to rate_bps: tbf counts whole frames,
     so headers take their share and the payload rate sits about 4% below the configured one."""
     return rate_bps * TCP_PAYLOAD_SHARE
-
-
-def measure(src_ns: str, dst_ns: str, dst_address: str, seconds: float = 0.6, skip_s: float = 0.1) -> float:
-    """Bits/s of one TCP stream from namespace src_ns to dst_address (in dst_ns), counted
-    after the first skip_s seconds so that the tbf burst does not inflate it."""
-    server = run_in(dst_ns, lambda: _listener(dst_address))
-    port = server.getsockname()[1]
-    got: dict = {}
-    receiver = threading.Thread(target=_receive, args=(server, seconds, skip_s, got), daemon=True)
-    receiver.start()
-    try:
-        client = run_in(src_ns, lambda: socket.create_connection((dst_address, port), timeout=10))
-        _send(client, seconds + 0.1)
-    finally:
-        receiver.join(timeout=seconds + 10)
-        server.close()
-    if "bits_per_s" not in got:
-        raise RuntimeError(f"no data arrived from {src_ns} at {dst_address}")
-    return got["bits_per_s"]
-
-
-def _listener(address: str) -> socket.socket:
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((address, 0))
-    s.listen(1)
-    s.settimeout(10)
-    return s
-
-
-def _send(client: socket.socket, seconds: float) -> None:
-    block = b"\0" * (256 * 1024)
-    end = time.monotonic() + seconds
-    try:
-        while time.monotonic() < end:
-            client.sendall(block)
-    except OSError:
-        pass
-    finally:
-        client.close()
-
-
-def _receive(server: socket.socket, seconds: float, skip_s: float, got: dict) -> None:
-    conn, _ = server.accept()
-    conn.settimeout(10)
-    buf = bytearray(1024 * 1024)
-    start: Optional[float] = None
-    counted, first = 0, None
-    with conn:
-        while True:
-            n = conn.recv_into(buf)
-            now = time.monotonic()
-            if n == 0:
-                break
-            start = start or now
-            if now - start < skip_s:
-                continue
-            if first is None:
-                first = now
-            else:
-                counted += n
-            if now - start >= seconds:
-                last = now
-                if last > first:
-                    got["bits_per_s"] = counted * 8 / (last - first)
-                break

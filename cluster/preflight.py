@@ -23,7 +23,9 @@ def check_machine(config, dry_run: bool = False) -> List[str]:
     if config.horovod_elastic:
         check_elastic_root()
     warnings = []
-    if config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+    if config.launcher == "slurm" and config.network == "emulated":
+        check_node_slurm()
+    elif config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
         try:
             check_slurm()
         except ConfigError as e:
@@ -51,6 +53,18 @@ def check_slurm() -> None:
     missing = [c for c in ("sbatch", "squeue", "scancel", "srun") if shutil.which(c) is None]
     if missing:
         raise ConfigError(f"--launcher=slurm needs Slurm's {', '.join(missing)} on PATH (see README: Slurm)")
+
+
+def check_node_slurm() -> None:
+    """A private Slurm of emulated nodes: its daemons here, and no allocation it could be mistaken for."""
+    if os.environ.get("SLURM_JOB_ID"):
+        raise ConfigError("--launcher=slurm --network=emulated starts a Slurm cluster of its own on this machine: "
+                          "run it outside a Slurm job")
+    missing = [c for c in ("sbatch", "squeue", "scancel", "srun", "scontrol", "sinfo", "slurmctld", "slurmd", "munged")
+               if shutil.which(c) is None and not os.path.exists(os.path.join("/usr/sbin", c))]
+    if missing:
+        raise ConfigError(f"--launcher=slurm --network=emulated needs Slurm's {', '.join(missing)}: run `make slurm` "
+                          f"(see BUILD.md)")
 
 
 def check_namespaces(config) -> None:

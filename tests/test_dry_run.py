@@ -35,7 +35,8 @@ def test_slurm_prints_the_sbatch_script_and_the_tasks_it_runs(tmp_path, outside_
     plan = checked_plan(RunConfig(**config))
     out = render(tmp_path, plan, **config)
     script = out.split(f"----- {tmp_path}/planned/slurm.sbatch -----\n", 1)[1].split("\n-----", 1)[0]
-    assert script.startswith("#!/bin/bash\n") and "#SBATCH --ntasks=4\n" in script
+    assert script.startswith("#!/bin/bash\n") and "#SBATCH --ntasks-per-node=3\n" in script
+    assert "srun --ntasks=4 --nodes=2 --distribution=arbitrary" in script  # chief, ps, worker_0 | worker_1
     assert "#SBATCH --cpus-per-task=8\n" in script and "#SBATCH --nodes=2\n" in script
     assert f"-m tfbench.task --run_dir {tmp_path}/planned --task slurm\n" in script
     assert "--task chief_0" not in out and "slurm-node" not in out and "not pinned" not in out

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cluster import links, netns, netns_exec
+from cluster import link_probe, links, netns, netns_exec
 from cluster.launchers import launch as launcher
 from cluster.topology import make_plan
 from conftest import processes_mentioning
@@ -80,8 +80,8 @@ def test_shaped_rate_between_two_hosts_is_the_configured_rate(rate):
     try:
         links.build(net)
         h0, h1 = net.hosts
-        measured = links.measure(h0.netns, h1.netns, h1.address, seconds=1.5)
-        reverse = links.measure(h1.netns, h0.netns, h0.address, seconds=1.0)
+        measured = link_probe.stream((h0.netns, h0.address), (h1.netns, h1.address), seconds=1.5)["bps"]
+        reverse = link_probe.stream((h1.netns, h1.address), (h0.netns, h0.address), seconds=1.0)["bps"]
     finally:
         assert netns.remove_run(key) == []
     print(f"configured {rate / 1e6:g} Mbit/s: h0->h1 {measured / 1e6:.1f}, h1->h0 {reverse / 1e6:.1f} Mbit/s")

@@ -27,7 +27,9 @@ BAD = [
     (dict(slurm_nodes=2), "--slurm_nodes applies to --launcher=slurm only"),
     (dict(launcher="slurm", hosts=("nodeA",)), "Slurm picks the nodes"),
     (dict(launcher="slurm", slurm_time="ten minutes"), "is not a Slurm time"),
-    (dict(launcher="slurm", slurm_nodes=0), "--slurm_nodes must be at least 1"),
+    (dict(launcher="slurm", slurm_nodes=-1), "--slurm_nodes must be 0 (a node per worker"),
+    (dict(launcher="slurm", network="emulated", strategy="multi_worker_mirrored", num_workers=11, slurm_nodes=0),
+     "runs at most 10 nodes (the run asks for 11)"),
     (dict(launcher="slurm", slurm_account="a b"), "--slurm_account='a b' must be"),
     (dict(launcher="slurm", strategy="multi_worker_mirrored", num_workers=2, slurm_nodes=3),
      "--slurm_nodes=3 is more nodes than the run's 2 tasks"),
@@ -61,3 +63,11 @@ def test_cli_refuses_other_hosts_before_anything_starts(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "--launcher=slurm" in lines[0] and "cluster.plan" in lines[0], result.stderr
     assert not logdir.exists()
+
+
+def test_emulated_slurm_nodes_and_faults_are_accepted(tmp_path):
+    config = check(tmp_path, launcher="slurm", network="emulated", link_bandwidth="100mbit", slurm_nodes=0,
+                   strategy="parameter_server", ps_placement="separate", num_workers=2, fault="worker_1:kill@2")
+    assert config.effective_slurm_nodes == 4  # a node per worker, the ps and the coordinator
+    with pytest.raises(ConfigError, match="only on emulated nodes"):
+        check(tmp_path, launcher="slurm", strategy="multi_worker_mirrored", num_workers=2, fault="worker_1:kill@2")

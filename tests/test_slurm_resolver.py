@@ -81,3 +81,26 @@ def test_task_spec_from_the_resolver(monkeypatch, plan):
         assert task.cores == () and task.intra_threads == 2
         assert task.inter_threads >= (2 if planned.service else 1)
     assert sorted(names) == sorted(t.name for t in plan.tasks)
+
+
+SCONTROL = """#!/bin/sh
+# scontrol -o show node n1,n2: one line per node, as slurmctld answers
+echo "NodeName=n1 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.9.0.2 NodeHostName=n1 Version=22.05.8"
+echo "NodeName=n2 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.9.0.3 NodeHostName=n2 Version=22.05.8"
+"""
+
+
+def test_tasks_are_addressed_at_their_nodes_nodeaddr(monkeypatch, tmp_path):
+    """Node names need not resolve (a private cluster's h0, h1): the cluster spec carries the
+    NodeAddr slurmctld knows each node by, in the same rank order."""
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(SCONTROL)
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    assert slurm_resolver.node_addresses(["n2", "n1"]) == {"n1": "10.9.0.2", "n2": "10.9.0.3"}
+    srun_env(monkeypatch, 3)
+    r = slurm_resolver.resolver(PS, port_base=9000)
+    assert r.cluster_spec().as_dict() == {"chief": ["10.9.0.2:9000"], "ps": ["10.9.0.2:9001"],
+                                          "worker": ["10.9.0.3:9000", "10.9.0.3:9001"]}
+    assert (r.task_type, r.task_id) == ("worker", 1)
+    assert slurm_resolver.at_addresses({"worker": ["n3:1"]}, {"n1": "a"}) == {"worker": ["n3:1"]}  # unknown: kept

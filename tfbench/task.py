@@ -168,18 +168,21 @@ def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: 
 
 
 def task_facts(run: RunDir, plan: ClusterPlan, task: TaskSpec, m) -> dict:
-    """pid, host, cores and threads of the task a measurement is about. The parameter-server
-    coordinator writes its workers' records: their facts come from their own specs and their
-    own progress files (pid), never from the coordinator's process."""
+    """pid, host, cores and threads of the task a measurement is about, and under Slurm the node
+    it ran on (slurm_node, as slurmd names it). The parameter-server coordinator writes its
+    workers' records: their facts come from their own specs and their own progress files (pid,
+    node), never from the coordinator's process."""
     name = f"{m.role}_{m.index}"
     spec = task if name == task.name else plan.task(name)
     if spec is task:
-        pid = os.getpid()
+        pid, node = os.getpid(), os.environ.get(progress.NODE_ENV)
     else:
-        pid = (progress.read_progress(run.path, name) or {}).get("pid")
+        record = progress.read_progress(run.path, name) or {}
+        pid, node = record.get("pid"), record.get("node")
     return {"pid": pid, "host": resolved_host(task, spec), "cores": list(spec.cores),
             "shares_cores_with": list(spec.shares_cores_with),
-            "intra_threads": spec.intra_threads, "inter_threads": spec.inter_threads}
+            "intra_threads": spec.intra_threads, "inter_threads": spec.inter_threads,
+            **({"slurm_node": node} if node else {})}
 
 
 def dump_weights(adapter, task: TaskSpec) -> None:

@@ -8,6 +8,7 @@ calls, in this order:
     plan = launcher.free_ports(plan)        before each attempt: ports something else holds
     units = launcher.units(plan)            the processes of one attempt, started and watched
     plan = launcher.rebind(plan, names)     after tasks failed to bind their ports (a retry)
+    launcher.explain()                      when a group unit failed: the engine's account
     launcher.cleanup()                      once at the end, whatever happened
     launcher.record()                       facts merged into the cluster record
 
@@ -98,6 +99,10 @@ class Launcher:
 
     def cleanup(self) -> None:
         pass
+
+    def explain(self) -> str:
+        """What the engine says about a failed group of tasks (e.g. how a Slurm job ended), or ''."""
+        return ""
 
     def record(self) -> dict:
         return {"network": self.name}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from cluster import horovod_gloo, link_probe, links, netns, netns_exec
+from cluster import horovod_gloo, link_facts, links, netns, netns_exec
 from cluster.launchers.base import Launcher, TaskCommand, Unit
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import with_hosts
@@ -42,38 +42,12 @@ class EmulatedLauncher(Launcher):
                                       self.config.link_jitter)
         self.running = links.build(self.net)
         plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
-        self.facts["link"] = self._link_facts()
+        self.facts["link"] = link_facts.facts(self.net, self.config.link_bandwidth)
         if plan.strategy == "horovod":
             self.rendezvous = netns_exec.run_in(self.net.switch, lambda: horovod_gloo.start_rendezvous(plan))
         self.run.write_json(NETWORK_FILE, {**self.facts["link"], **self.net.to_dict()})
         self.run.write_json("plan.json", plan.to_dict())
         return plan
-
-    def _link_facts(self) -> dict:
-        """What the run's links were asked for and what they really do between two hosts (round
-        trip, Hockney alpha and beta, one TCP stream each way: cluster.link_probe); a network that
-        is not what was configured ends the run here, before any task starts."""
-        rate = self.config.link_rate_bps
-        measured = link_probe.probe(self.net)
-        problem = link_probe.check(measured, self.config.link_latency, rate, self.net.shaped)
-        if problem:
-            raise RuntimeError(f"the emulated links are not what was asked for: {problem}")
-        facts = {
-            "num_hosts": len(self.net.hosts),
-            "link_bandwidth": self.config.link_bandwidth or "unshaped",
-            "configured_bps": rate or None,
-            "shaped": self.net.shaped,
-            "delay_ms": self.config.link_latency,
-            "jitter_ms": self.config.link_jitter,
-            "expected_goodput_bps": round(links.expected_goodput(rate)) if self.net.shaped else None,
-            "measured_tx_bps": measured["throughput_bps"]["forward"],
-            "measured_rx_bps": measured["throughput_bps"]["backward"],
-            **{k: measured[k] for k in ("rtt_ms", "alpha_ms", "beta_bps", "window_limited", "path")},
-            "measured_with": measured["measured_with"],
-        }
-        if not self.net.shaped:  # validation refuses rates tbf cannot shape: only an empty one is unshaped
-            facts["note"] = "unshaped: the rate is what veth and the CPU carry"
-        return facts
 
     def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:
         host = self.net.host_of(spec.host)

@@ -8,6 +8,7 @@ Module layout:
     cluster/launchers/local.py     processes of this machine over loopback; horovodrun for Horovod
     cluster/launchers/emulated.py  one network namespace per host, shaped links, Gloo rendezvous
     cluster/launchers/slurm.py     srun steps inside an allocation, an sbatch job from outside one
+    cluster/launchers/slurm_nodes.py  that sbatch job on a private Slurm of emulated nodes
 """
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from tfbench.results.rundir import RunDir
 def for_config(config: RunConfig, run: RunDir, *, command_for: Optional[TaskCommand] = None,
                group_command: Optional[GroupCommand] = None) -> Launcher:
     """The launcher --launcher and --network ask for."""
+    if config.launcher == "slurm" and config.network == "emulated":
+        from cluster.launchers.slurm_nodes import NodeSlurmLauncher
+
+        return NodeSlurmLauncher(run, config, command_for=command_for)
     if config.launcher == "slurm":
         from cluster.launchers.slurm import SlurmLauncher
 

@@ -9,6 +9,8 @@ servers and their workers serve until the step or job is ended), and on failure,
 stall or Ctrl-C stops the unit, which ends the step (srun) or cancels the job; cleanup() makes
 sure the job has left the queue. Every task finds its role through SlurmClusterResolver;
 Horovod ranks meet at Horovod's Gloo rendezvous, served by this process (cluster.slurm.horovod).
+Tasks are laid out node by node (cluster.slurm.layout); the record names each task's node as the
+task's progress reports it (SLURMD_NODENAME), and a failed job's end as Slurm tells it.
 """
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from typing import Dict, List, Optional
 
 from cluster import horovod_gloo, teardown
 from cluster.launchers.base import Launcher, TaskCommand, Unit, unit_env
-from cluster.slurm import batch, steps
+from cluster.slurm import batch, job, layout, steps
 from cluster.slurm import horovod as slurm_horovod
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
+from tfbench.loop import progress
 from tfbench.results.rundir import RunDir
 
 
@@ -40,14 +43,23 @@ class SlurmLauncher(Launcher):
         self.rendezvous: Optional[horovod_gloo.Rendezvous] = None
         self.exports: Dict[str, str] = {}
         self.notes: List[str] = []
+        self.hostfile = ""
+        self.task_names: List[str] = []
+
+    def rendezvous_host(self) -> str:
+        """The address where the nodes reach this process."""
+        return slurm_horovod.rendezvous_address()
 
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
         self.notes = list(plan.notes)  # what was checked of the nodes' cores (cluster.slurm.nodes)
+        self.task_names = [t.name for t in plan.tasks]
         if plan.strategy == "horovod":  # ranks meet at Horovod's rendezvous, served from here
             self.rendezvous = horovod_gloo.start_rendezvous(plan)
-            self.exports[slurm_horovod.RENDEZVOUS_ENV] = f"{slurm_horovod.rendezvous_address()}:{self.rendezvous.port}"
+            self.exports[slurm_horovod.RENDEZVOUS_ENV] = f"{self.rendezvous_host()}:{self.rendezvous.port}"
         if self.inside:
             self.port_base = steps.pick_port_base(self.config, steps.tasks_per_node(self.config, plan))
+            self.hostfile = layout.write_hostfile(self.run, layout.of(self.config, plan),
+                                                  os.environ.get("SLURM_JOB_NODELIST", ""))
         else:
             with open(self.run.file(batch.SCRIPT), "w", encoding="utf-8") as f:
                 f.write(batch.script(self.run, self.config, plan, self.exports))
@@ -59,7 +71,7 @@ class SlurmLauncher(Launcher):
         env.pop(teardown.RUN_DIR_VARIABLE)  # Slurm ends the job's processes, on every node
         env.update(self.exports)
         if self.inside:
-            env.update(steps.environment(self.run, self.port_base))
+            env.update(steps.environment(self.run, self.port_base), SLURM_HOSTFILE=self.hostfile)
             return [Unit("srun", tuple(steps.tasks_step(self.run, self.config, plan)), env,
                          self.run.task_log("srun"), tasks=names)]
         command = (sys.executable, "-m", "cluster.slurm.job", "--run_dir", self.run.path)
@@ -73,11 +85,21 @@ class SlurmLauncher(Launcher):
         if not self.inside and job_id and batch.job_state(job_id) and not batch.cancel(job_id):
             raise RuntimeError(f"Slurm job {job_id} is still listed after scancel")
 
+    def explain(self) -> str:
+        job_id = os.environ.get("SLURM_JOB_ID") if self.inside else batch.read_job_id(self.run)
+        return f": {job.describe(job_id)}" if job_id else ""
+
+    def task_nodes(self) -> Dict[str, str]:
+        """{task: the Slurm node it ran on}, as each task's progress reports it."""
+        found = {name: (progress.read_progress(self.run.path, name) or {}).get("node") for name in self.task_names}
+        return {name: node for name, node in found.items() if node}
+
     def record(self) -> dict:
         notes = {"slurm_notes": self.notes} if self.notes else {}
+        nodes = {"slurm_task_nodes": self.task_nodes()}
         if self.inside:
-            return {"launcher": self.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID"), **notes}
+            return {"launcher": self.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID"), **nodes, **notes}
         job_id = batch.read_job_id(self.run)
         facts = batch.job_facts(job_id) if job_id else {}
         return {"launcher": self.name, "slurm_job_id": job_id, "slurm_job_state": facts.get("state"),
-                "slurm_exit_code": facts.get("exit_code"), **notes}
+                "slurm_exit_code": facts.get("exit_code"), **nodes, **notes}

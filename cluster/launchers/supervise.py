@@ -267,9 +267,10 @@ class _Attempt:
             code = p.popen.poll()
             if code is None:
                 continue
-            if code != 0 and self.faults is not None and self.faults.restarts_cluster(p.unit.name):
-                return Ending("restart", p.unit.name, f"{p.unit.name} killed by --fault: every task restarts "
-                                                      f"from the last checkpoint")
+            killed = self.faults.killed_in(p.unit.tasks or (p.unit.name,)) if self.faults is not None else None
+            if code != 0 and killed and self.faults.restarts_cluster(killed):
+                return Ending("restart", killed, f"{killed} killed by --fault: every task restarts from the last "
+                                                 "checkpoint")
             if code != 0 and self.faults is not None and self.faults.restarts(p.unit.name):
                 failed = self._restart(p)
                 if failed:
@@ -277,10 +278,11 @@ class _Attempt:
                 continue
             if code != 0 and p.unit.tasks and self._tasks_done(p.unit):
                 continue  # its servers ended after every finishing task was done
-            if code != 0 and p.unit.tasks:  # a group: name the task that did not get done
-                name = self._laggard(p.unit.tasks)
+            if code != 0 and p.unit.tasks:  # a group: name the task killed by --fault, else the one not done
+                name = killed or self._laggard(p.unit.tasks)
+                cause = self.faults.explain(name) if killed else ""
                 return Ending("failed", name, f"{p.unit.name} exited with code {code}{signal_name(code)} before "
-                              f"{name} was done", self.run_dir.task_log(name))
+                              f"{name} was done{cause}{self.launcher.explain()}", self.run_dir.task_log(name))
             if code != 0:
                 kind = "retry" if self._bind_failure(p) else "failed"
                 cause = self.faults.explain(p.unit.name) if self.faults is not None else ""

@@ -1,8 +1,10 @@
 """The sbatch script of a run, and the Slurm commands around a job (state, end state, cancel).
 
-The script asks for the run's topology (nodes, tasks, cores per task; optional partition, time
-limit and account), starts one system monitor per node as a step of its own, then every task
-in one step. The run directory must be on a filesystem all nodes share, at the same path.
+The script asks for the run's topology (nodes, tasks per node, cores per task; optional partition,
+time limit and account; never requeued: a job on a failed node ends instead of rerunning from
+the start), starts one system monitor per node as a step of its own, then every task in one
+step laid out node by node (cluster.slurm.layout). The run directory must be on a filesystem all
+nodes share, at the same path.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import subprocess
 import time
 from typing import Dict, Optional
 
-from cluster.slurm import steps
+from cluster.slurm import layout, steps
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
@@ -23,9 +25,10 @@ CANCEL_WAIT_S = 90.0  # Slurm's KillWait is 30 s by default
 
 
 def script(run: RunDir, config: RunConfig, plan: ClusterPlan, exports: Optional[Dict[str, str]] = None) -> str:
-    options = [f"--job-name=tfbench-{run.run_id}"[:64], f"--nodes={steps.num_nodes(config, plan)}",
-               f"--ntasks={len(plan.tasks)}", f"--cpus-per-task={steps.cpus_per_task(config)}",
-               f"--output={run.tasks_dir}/slurm-%j.out", f"--chdir={steps.PROJECT_ROOT}"]
+    placed = layout.of(config, plan)
+    options = [f"--job-name=tfbench-{run.run_id}"[:64], f"--nodes={placed.num_nodes}",
+               f"--ntasks-per-node={placed.tasks_per_node}", f"--cpus-per-task={steps.cpus_per_task(config)}",
+               "--no-requeue", f"--output={run.tasks_dir}/slurm-%j.out", f"--chdir={steps.PROJECT_ROOT}"]
     for flag, value in (("partition", config.slurm_partition), ("time", config.slurm_time),
                         ("account", config.slurm_account)):
         if value:
@@ -37,10 +40,11 @@ def script(run: RunDir, config: RunConfig, plan: ClusterPlan, exports: Optional[
              f"export PYTHONPATH={shlex.quote(steps.PROJECT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
              "export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}",
              f"export {steps.PORT_BASE_ENV}={steps.pick_port_base(config, steps.tasks_per_node(config, plan))}",
-             *(f"export {key}={shlex.quote(value)}" for key, value in sorted((exports or {}).items()))]
+             *(f"export {key}={shlex.quote(value)}" for key, value in sorted((exports or {}).items())),
+             f"rm -f {done}  # left by an earlier attempt of this run"]
     if config.monitor:
         lines.append(f"{quote(steps.monitor_step(run, config, plan))} > {shlex.quote(run.task_log('srun-monitor'))} 2>&1 &")
-    lines += [f"{quote(steps.tasks_step(run, config, plan))}", "status=$?",
+    lines += [*layout.hostfile_lines(run, placed), f"{quote(steps.tasks_step(run, config, plan))}", "status=$?",
               f"touch {done}  # node monitors write their summaries and stop", "wait", "exit $status"]
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ import psutil
 
 from cluster import cores as cores_lib
 from cluster import horovod_gloo
+from cluster.slurm.resolver import node_addresses
 from cluster.spec import ClusterPlan, TaskSpec
 from tfbench.config.errors import ConfigError
 
@@ -60,4 +61,6 @@ def rank_task(plan: ClusterPlan, cpus: int) -> TaskSpec:
     os.environ.update(horovod_gloo.rank_env(plan, rank, address, int(port), iface_towards(address)))
     planned = plan.horovod_rank(rank)
     intra, inter = cores_lib.thread_counts(range(max(1, cpus)), planned.intra_threads, planned.inter_threads)
-    return dataclasses.replace(planned, host=socket.gethostname(), cores=(), intra_threads=intra, inter_threads=inter)
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    host = node_addresses([node]).get(node, node)  # where Slurm reaches the node (resolver.py)
+    return dataclasses.replace(planned, host=host, cores=(), intra_threads=intra, inter_threads=inter)

@@ -1,19 +1,51 @@
 """`python -m cluster.slurm.job --run_dir DIR`: submit the run's sbatch script and wait for the job.
 
 The process tfbench's supervision starts and watches when it runs outside an allocation: it
-exits when the job has left the queue, with the job's exit status; SIGTERM or SIGINT (the run
-failed, hit its deadline, or was interrupted) make it scancel the job and wait until Slurm has
-ended it, so that the job never outlives the run. The job id goes to tasks/slurm.jobid.
+exits when the job has left the queue, with the job's exit status (1 when the job did not
+complete although its script's status says 0: a job ended by Slurm, e.g. NODE_FAIL when a node
+was lost, keeps ExitCode 0:0); SIGTERM or SIGINT (the run failed, hit its deadline, or was
+interrupted) make it scancel the job and wait until Slurm has ended it, so that the job never
+outlives the run. The job id goes to tasks/slurm.jobid. describe() says how a job ended, naming
+the nodes Slurm took down under it.
 """
 from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
 import sys
 import time
+from typing import Dict
 
 from cluster.slurm import batch
 from tfbench.results.rundir import RunDir
+
+
+def _fields(command) -> Dict[str, str]:
+    proc = subprocess.run(command, capture_output=True, text=True)
+    return dict(f.split("=", 1) for f in proc.stdout.split() if "=" in f)
+
+
+def failed_nodes(nodelist: str) -> Dict[str, str]:
+    """{node: "state: reason"} of the nodes in `nodelist` that Slurm has down, drained or failing."""
+    if not nodelist or nodelist == "(null)":
+        return {}
+    proc = subprocess.run(["sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E"], capture_output=True, text=True)
+    found = {}
+    for line in proc.stdout.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if state.startswith(("down", "drain", "fail")):
+            found[name] = f"{state}: {reason}" if reason and reason != "none" else state
+    return found
+
+
+def describe(job_id: str) -> str:
+    """E.g. `Slurm job 7 ended NODE_FAIL (NodeDown); node h1 down*: Not responding`."""
+    job = _fields(["scontrol", "-o", "show", "job", job_id])
+    state, reason = job.get("JobState", "unknown"), job.get("Reason", "None")
+    text = f"Slurm job {job_id} ended {state}" + (f" ({reason})" if reason not in ("None", "") else "")
+    nodes = failed_nodes(job.get("NodeList", ""))
+    return text + "".join(f"; node {name} {how}" for name, how in sorted(nodes.items()))
 
 
 def main(argv=None) -> int:
@@ -40,8 +72,9 @@ def main(argv=None) -> int:
             return 1
         time.sleep(batch.POLL_S)
     facts = batch.job_facts(job_id)
-    print(f"tfbench: Slurm job {job_id} ended: {facts['state']} (exit code {facts['exit_code']})", flush=True)
-    return batch.exit_status(job_id)
+    print(f"tfbench: {describe(job_id)} (exit code {facts['exit_code']})", flush=True)
+    status = batch.exit_status(job_id)
+    return status if status or facts["state"] == "COMPLETED" else 1
 
 
 if __name__ == "__main__":

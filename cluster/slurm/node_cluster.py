@@ -6,7 +6,12 @@
 
 Each slurmd runs in its host's network namespace (its own address) and UTS namespace (hostname =
 node name), started through cluster.netns_exec; job steps are its descendants and inherit both,
-so a task on h1 reaches h0 through two shaped links. The filesystem is the machine's own.
+so a task on h1 reaches h0 through two shaped links. The filesystem is the machine's own, except
+/etc/hosts: each slurmd has a mount namespace in which <dir>/hosts names every node's address and
+this machine's (at the login address), as a cluster's DNS would, so that a node's name resolves
+inside the nodes (Gloo resolves its hostname for Horovod's process sets; Slurm's srun gives
+slurmctld its short hostname). Outside the nodes the names resolve nowhere: slurmctld reaches a
+node at its NodeAddr, and so do tfbench's launcher and records (cluster.slurm.resolver).
 
 What this relies on in Debian's slurm-wlm 22.05.8-4+deb12u3 (bookworm); checked with
 `slurmd -V` (22.05.8) and `scontrol show config` (MULTIPLE_SLURMD = Yes: Debian builds with
@@ -74,6 +79,7 @@ class NodeSlurm:
         self.dir = directory
         self.host = socket.gethostname()
         self.conf = os.path.join(directory, "slurm.conf")
+        self.hosts = os.path.join(directory, "hosts")
         self.log_dir = os.path.join(directory, "log")
         self.munge_socket = daemons.munge_socket(os.path.join(directory, "munge"))
         self.slurmd_timeout = slurmd_timeout
@@ -81,6 +87,7 @@ class NodeSlurm:
         self.daemons: Dict[str, subprocess.Popen] = {}
         self.key: Optional[str] = None
         self.network: Optional[links.Network] = None
+        self.running: Optional[links.Running] = None  # a delayed network's delay line
         self.login_address = ""
         self.nodes: List[Node] = []
 
@@ -90,7 +97,7 @@ class NodeSlurm:
         return dict(os.environ, SLURM_CONF=self.conf)
 
     def start(self, num_nodes: int, cpus_per_node: int = 4, link_rate_bps: int = 0,
-              timeout: float = 60.0) -> List[Node]:
+              timeout: float = 60.0, link_delay_ms: float = 0.0, link_jitter_ms: float = 0.0) -> List[Node]:
         """Builds the network, starts munged, slurmctld and every slurmd, and returns once every node
         is idle. On failure everything started is stopped again before the error is raised."""
         os.chmod(self.dir, 0o755)  # munged (as the munge user) must reach its directory
@@ -98,16 +105,17 @@ class NodeSlurm:
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         try:
             self.daemons["munged"] = daemons.start_munged(os.path.dirname(self.munge_socket), self.log_dir, self.env)
-            self._build_network(num_nodes, link_rate_bps)
+            self._build_network(num_nodes, link_rate_bps, link_delay_ms, link_jitter_ms)
             self._write_conf(cpus_per_node)
+            self._write_hosts()
             self.daemons["slurmctld"] = daemons.spawn(self.log_dir, "slurmctld", [daemons.which("slurmctld"), "-D",
                                                                                   "-c", "-f", self.conf], self.env)
             slurmd = daemons.which("slurmd")
             for node in self.nodes:
                 command = [slurmd, "-D", "-f", self.conf, "-N", node.name]
                 self.daemons[f"slurmd-{node.name}"] = daemons.spawn(
-                    self.log_dir, f"slurmd-{node.name}", netns_exec.command(node.netns, command, hostname=node.name),
-                    self.env, cwd=ROOT)
+                    self.log_dir, f"slurmd-{node.name}",
+                    netns_exec.command(node.netns, command, hostname=node.name, hosts=self.hosts), self.env, cwd=ROOT)
             daemons.wait_until(self._all_idle, timeout, "the Slurm nodes did not all become idle", self.daemons,
                                self.log_dir)
         except BaseException:
@@ -115,11 +123,11 @@ class NodeSlurm:
             raise
         return list(self.nodes)
 
-    def _build_network(self, num_nodes: int, rate_bps: int) -> None:
+    def _build_network(self, num_nodes: int, rate_bps: int, delay_ms: float, jitter_ms: float) -> None:
         """A run key whose /24 is not in use here yet, its hosts and links, and the login link."""
         for _ in range(KEY_ATTEMPTS):
             self.key = key = netns.open_run(self.dir)
-            net = links.plan_network(key, num_nodes, rate_bps)
+            net = links.plan_network(key, num_nodes, rate_bps, delay_ms, jitter_ms)
             if not root_link.subnet_in_use(net):
                 break
             netns.release(key)
@@ -127,7 +135,7 @@ class NodeSlurm:
         else:
             raise RuntimeError(f"no free subnet for the cluster's network after {KEY_ATTEMPTS} keys")
         self.network = net
-        links.build(net)
+        self.running = links.build(net)
         self.login_address = root_link.attach(net)
         self.nodes = [Node(h.name, h.address, h.netns) for h in net.hosts]
 
@@ -140,6 +148,11 @@ class NodeSlurm:
         lines.append(conf.partition(",".join(n.name for n in self.nodes)))
         conf.write(self.conf, lines)
 
+    def _write_hosts(self) -> None:
+        lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback",
+                 f"{self.login_address} {self.host}", *(f"{n.address} {n.name}" for n in self.nodes)]
+        conf.write(self.hosts, lines)
+
     def node_states(self) -> Dict[str, Tuple[str, str]]:
         """{node: (state, reason)} as sinfo gives them; a trailing '*' means "not responding"."""
         proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], capture_output=True, text=True, env=self.env)
@@ -148,6 +161,11 @@ class NodeSlurm:
             name, state, reason = line.split("|", 2)
             states[name] = (state, reason)
         return states
+
+    def claimed_cpus(self) -> Dict[str, int]:
+        """{node: CPUs} as slurmd registered them (slurm.conf's CPUs=, config_overrides)."""
+        proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%c"], capture_output=True, text=True, env=self.env)
+        return {name: int(cpus) for name, cpus in (line.split("|") for line in proc.stdout.splitlines())}
 
     def _all_idle(self) -> bool:
         states = self.node_states()
@@ -185,6 +203,9 @@ class NodeSlurm:
             root_link.detach(self.network)
             if root_link.present(self.network):
                 left.append(root_link.ifname(self.network))
+        if self.running is not None:  # a delayed network's delay line
+            self.running.stop()
+            self.running = None
         if self.key is not None:
             left += netns.remove_run(self.key)
         for proc in reversed(list(self.daemons.values())):  # slurmd (gone with the namespaces), slurmctld, munged

@@ -1,10 +1,13 @@
 """`python -m cluster.slurm.node_monitor --run_dir DIR`: the system monitor of one Slurm node.
 
 Started once per node as a step of its own. It finds the run's tasks that run on its node (the
-pids in their progress files that belong to a local process of this run) and samples them with
-tfbench's Monitor, until tasks/slurm.done appears (or SIGTERM). Its series go where a local run's
-do (tb/<task>/), except the node-wide ones: tb/host_<node>/, tb/workers_mean_<node>/ and monitor-<node>.jsonl, so that
-nodes never write the same files; its summary goes to tasks/monitor-<node>.json for the merge.
+pids in their progress files that belong to a local process of this run and, where the task
+names its Slurm node, to this node: emulated nodes share one machine's processes) and samples
+them with tfbench's Monitor, until tasks/slurm.done appears (or SIGTERM). Its series go where a
+local run's do (tb/<task>/), except the node-wide ones: tb/host_<node>/, tb/workers_mean_<node>/
+and monitor-<node>.jsonl, so that nodes never write the same files; its summary goes to
+tasks/monitor-<node>.json for the merge. On emulated nodes the links' counters are read where
+the run's switch is, by the launcher (NodeMonitors, tfbench.monitor.link_monitor), not by the nodes.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from cluster.slurm.steps import DONE_FILE
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.loop import progress
+from tfbench.monitor.link_monitor import LinkMonitor
 from tfbench.monitor.output import HOST, WORKERS_MEAN
 from tfbench.results.rundir import RunDir
 
@@ -49,10 +53,10 @@ class NodeRunDir(RunDir):
         return super().task_tb(f"{task_name}_{self.node}" if node_wide else task_name)
 
 
-def local_task_pid(run: RunDir, name: str):
+def local_task_pid(run: RunDir, name: str, node: str):
     """The task's pid when that process runs on this node and belongs to this run, else None."""
     record = progress.read_progress(run.path, name)
-    if not record or not record.get("pid"):
+    if not record or not record.get("pid") or record.get("node", node) != node:
         return None
     try:
         proc = psutil.Process(int(record["pid"]))
@@ -83,7 +87,8 @@ class NodeMonitors:
 
     Inside an allocation start() runs their step; from outside, the sbatch script does. Each
     node's monitor finds its own tasks, so add() has nothing to do; stop() writes the done file,
-    waits briefly for every node's summary and returns them as {"nodes": {node: summary}}."""
+    waits briefly for every node's summary and returns them as {"nodes": {node: summary}}, with
+    "host_links" on emulated nodes, whose links are sampled here."""
 
     def __init__(self, run: RunDir, plan: ClusterPlan, config: RunConfig, start_step: bool):
         from cluster.slurm import steps
@@ -92,6 +97,7 @@ class NodeMonitors:
         self.nodes = steps.num_nodes(config, plan)
         self.start_step = start_step
         self.step: Optional[subprocess.Popen] = None
+        self.links = LinkMonitor(run, config.monitor_interval) if config.network == "emulated" else None
 
     def add(self, task_name: str, pid: int) -> None:
         pass
@@ -99,6 +105,8 @@ class NodeMonitors:
     def start(self) -> None:
         from cluster.slurm import steps
 
+        if self.links is not None:
+            self.links.start()
         if not self.start_step or self.step is not None:
             return
         with open(self.run.task_log("srun-monitor"), "ab") as log:
@@ -120,7 +128,7 @@ class NodeMonitors:
             except subprocess.TimeoutExpired:
                 self.step.terminate()  # srun cancels the step
                 self.step.wait(10)
-        return {"nodes": read_summaries(self.run)}
+        return {"nodes": read_summaries(self.run), **(self.links.stop() if self.links is not None else {})}
 
 
 def main(argv=None) -> int:
@@ -129,17 +137,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run_dir", required=True)
     args = parser.parse_args(argv)
-    node = socket.gethostname()
+    node = os.environ.get(progress.NODE_ENV) or socket.gethostname()  # as the tasks' progress names it
     run = RunDir(args.run_dir)
     plan = ClusterPlan.from_dict(run.read_json("plan.json"))
     config = RunConfig.from_dict(run.read_json("config.json"))
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    monitor = Monitor(NodeRunDir(run.path, node), plan, config)
+    monitor = Monitor(NodeRunDir(run.path, node), plan, config, links_factory=lambda _: None)
     followed: Dict[str, int] = {}
     while not stopping and not os.path.exists(run.file(os.path.join("tasks", DONE_FILE))):
         for task in plan.tasks:
-            pid = local_task_pid(run, task.name)
+            pid = local_task_pid(run, task.name, node)
             if pid is not None and followed.get(task.name) != pid:
                 monitor.add(task.name, pid)
                 followed[task.name] = pid

@@ -7,12 +7,19 @@ passes one pseudo-GPU per task (so every task is listed), never lets it set
 CUDA_VISIBLE_DEVICES (Slurm's own --gpus does that), and reports the node's real accelerator
 count. Jobs follow the plan: chief, ps and worker for parameter servers, workers otherwise; the
 resolver assigns Slurm ranks to them in sorted job order (chief, ps, worker).
+
+The resolver builds addresses from the step's node names (`h1:8888`). A node's name need not
+resolve: Slurm reaches it at its NodeAddr, which slurm.conf may set apart from the name (as the
+private clusters of emulated hosts do, cluster.slurm.node_cluster). Each name is therefore
+replaced by the NodeAddr `scontrol show node` gives; where NodeAddr is the name itself (the
+default) nothing changes, and without an answer the names stay.
 """
 from __future__ import annotations
 
 import glob
 import os
-from typing import Dict
+import subprocess
+from typing import Dict, Iterable
 
 from cluster.spec import ClusterPlan
 
@@ -28,6 +35,33 @@ def visible_gpus() -> int:
     return len(glob.glob("/dev/nvidia[0-9]*"))
 
 
+def node_addresses(names: Iterable[str]) -> Dict[str, str]:
+    """{node name: NodeAddr} as slurmctld knows them; {} when scontrol cannot tell."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    try:
+        proc = subprocess.run(["scontrol", "-o", "show", "node", ",".join(names)], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found = {}
+    for line in proc.stdout.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if fields.get("NodeName") and fields.get("NodeAddr"):
+            found[fields["NodeName"]] = fields["NodeAddr"]
+    return found
+
+
+def at_addresses(cluster: Dict[str, list], addresses: Dict[str, str]) -> Dict[str, list]:
+    """The cluster spec with every node name replaced by its address."""
+    def address(task: str) -> str:
+        host, _, port = task.rpartition(":")
+        return f"{addresses.get(host, host)}:{port}"
+
+    return {job: [address(t) for t in tasks] for job, tasks in cluster.items()}
+
+
 def jobs_of(plan: ClusterPlan) -> Dict[str, int]:
     """Job name -> task count, as in the plan's cluster spec."""
     jobs: Dict[str, int] = {}
@@ -40,12 +74,18 @@ def _resolver_class():
     from tfbench.framework.tf_import import tf
 
     class CpuSlurmClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
-        """SlurmClusterResolver that neither calls nvidia-smi nor needs a GPU per task."""
+        """SlurmClusterResolver that neither calls nvidia-smi nor needs a GPU per task, and gives
+        every task at its node's NodeAddr."""
 
         def __init__(self, jobs, port_base):
             num_tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 0)
             super().__init__(jobs=jobs, port_base=port_base, gpus_per_node=max(1, num_tasks), gpus_per_task=1,
                              auto_set_gpu=False)
+            self.node_addresses = node_addresses(self._task_configuration)
+
+        def cluster_spec(self):
+            spec = super().cluster_spec().as_dict()
+            return tf.train.ClusterSpec(at_addresses(spec, self.node_addresses))
 
         def num_accelerators(self, task_type=None, task_id=None, config_proto=None):
             del task_type, task_id, config_proto

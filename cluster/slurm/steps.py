@@ -1,12 +1,15 @@
 """The srun commands of a run on Slurm, and what they need: nodes, tasks, cores, ports.
 
 One step runs every task (`python -m tfbench.task --task slurm`: each finds its role through
-SlurmClusterResolver), another one system monitor per node. Both steps are --overlap so that
-the monitor never holds back the tasks' CPUs. The tasks' ports start at TFBENCH_SLURM_PORT_BASE
-on every node (one more per task of the node), picked free on the node that starts the steps.
+SlurmClusterResolver), placed node by node as cluster.slurm.layout decides (arbitrary
+distribution, SLURM_HOSTFILE), another one system monitor per node. Both steps are --overlap so
+that the monitor never holds back the tasks' CPUs. The tasks' ports start at
+TFBENCH_SLURM_PORT_BASE on every node (one more per task of the node), picked free on the node
+that starts the steps.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Dict, List
@@ -14,6 +17,7 @@ from typing import Dict, List
 import portpicker
 
 from cluster.ports import port_is_free
+from cluster.slurm import layout
 from cluster.slurm.resolver import PORT_BASE_ENV
 from cluster.spec import ClusterPlan
 from cluster.topology import make_plan
@@ -27,13 +31,15 @@ DONE_FILE = "slurm.done"  # written when the tasks' step is over: node monitors 
 
 def plan_for(config: RunConfig) -> ClusterPlan:
     """The run's tasks for hosts Slurm will choose: no cores pinned from here, no ports yet;
-    Horovod ranks in equal blocks per node (cluster.slurm.horovod)."""
-    plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,)))
+    Horovod ranks in equal blocks per node (cluster.slurm.horovod). Emulated nodes are Slurm's
+    to place tasks on, so the plan is made as for any Slurm run."""
+    plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,), network="local", link_bandwidth="", link_latency=0.0))
     if plan.strategy == "horovod":
         from cluster.slurm.horovod import with_block_hosts
 
         plan = with_block_hosts(plan, num_nodes(config, plan))
-    return plan
+    warning = layout.warning(config, layout.of(config, plan))
+    return dataclasses.replace(plan, warnings=plan.warnings + ((warning,) if warning else ()))
 
 
 def cpus_per_task(config: RunConfig) -> int:
@@ -41,12 +47,12 @@ def cpus_per_task(config: RunConfig) -> int:
 
 
 def num_nodes(config: RunConfig, plan: ClusterPlan) -> int:
-    return min(config.slurm_nodes, len(plan.tasks))
+    return layout.of(config, plan).num_nodes
 
 
 def tasks_per_node(config: RunConfig, plan: ClusterPlan) -> int:
-    """At most this many tasks share a node (Slurm's default block distribution)."""
-    return -(-len(plan.tasks) // num_nodes(config, plan))
+    """At most this many tasks share a node."""
+    return layout.of(config, plan).tasks_per_node
 
 
 def pick_port_base(config: RunConfig, tasks_per_node: int) -> int:
@@ -69,9 +75,9 @@ def environment(run: RunDir, port_base: int) -> Dict[str, str]:
 
 
 def tasks_step(run: RunDir, config: RunConfig, plan: ClusterPlan) -> List[str]:
-    """All tasks in one step; a task that fails ends the step (--kill-on-bad-exit)."""
-    blocks = [f"--ntasks-per-node={tasks_per_node(config, plan)}"] if plan.strategy == "horovod" else []
-    return ["srun", f"--ntasks={len(plan.tasks)}", f"--nodes={num_nodes(config, plan)}", *blocks,
+    """All tasks in one step, each on the node SLURM_HOSTFILE names for its rank; a task that fails
+    ends the step (--kill-on-bad-exit)."""
+    return ["srun", f"--ntasks={len(plan.tasks)}", f"--nodes={num_nodes(config, plan)}", "--distribution=arbitrary",
             f"--cpus-per-task={cpus_per_task(config)}", "--kill-on-bad-exit=1", "--overlap",
             "--job-name=tfbench-tasks", sys.executable, "-m", "tfbench.task", "--run_dir", run.path,
             "--task", "slurm"]

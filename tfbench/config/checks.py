@@ -9,6 +9,9 @@ from tfbench.data import datasets
 from tfbench.framework import precision
 
 
+MAX_EMULATED_NODES = 10
+
+
 def need(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -44,7 +47,8 @@ def check_faults(c) -> None:
         raise ConfigError(str(e)) from None
     tasks = task_names(c)
     need(c.strategy in MULTI_TASK_STRATEGIES, f"--fault needs a cluster: --strategy={c.strategy} runs one task")
-    need(c.launcher == "local", "--fault applies to processes this machine starts, not to --launcher=slurm")
+    need(c.launcher == "local" or c.network == "emulated", "--fault applies to processes this machine starts: "
+         "with --launcher=slurm only on emulated nodes (--network=emulated)")
     for fault in faults:
         need(fault.task in tasks, f"--fault: {fault.task} is not a task of this run ({', '.join(tasks)})")
         need(1 <= fault.step <= c.num_steps, f"--fault: {fault.task}:{fault.kind}@{fault.step} is outside the "
@@ -53,6 +57,17 @@ def check_faults(c) -> None:
                                              "would continue it")
     names = [f.task for f in faults]
     need(len(set(names)) == len(names), "--fault: at most one fault per task")
+
+
+def check_slurm_network(c) -> None:
+    """--launcher=slurm --network=emulated: a private Slurm whose nodes are emulated hosts of this
+    machine (cluster.launchers.slurm_nodes); Slurm on real machines has a network of its own."""
+    if c.network == "local":
+        return
+    need(c.network == "emulated", f"--network={c.network!r} is unknown; choose local or emulated")
+    need(c.effective_slurm_nodes <= MAX_EMULATED_NODES,
+         f"--launcher=slurm --network=emulated runs at most {MAX_EMULATED_NODES} nodes (the run asks for "
+         f"{c.effective_slurm_nodes}): TensorFlow's SlurmClusterResolver orders nodes by name as text, h10 before h2")
 
 
 def check_checkpoints(c) -> None:

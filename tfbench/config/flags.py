@@ -75,14 +75,16 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Launch", (
         ("string", "launcher", "local: processes on this machine; slurm: srun steps in an allocation, or an sbatch "
                                "job submitted and followed from outside one."),
-        ("integer", "slurm_nodes", "Slurm: nodes to spread the tasks over."),
+        ("integer", "slurm_nodes", "Slurm: nodes to spread the tasks over; 0: one per worker, and with separate ps "
+                                   "one per ps and one for the coordinator."),
         ("string", "slurm_partition", "Slurm: partition (sbatch --partition); '': default."),
         ("string", "slurm_time", "Slurm: time limit (sbatch --time), e.g. 10 or 00:10:00."),
         ("string", "slurm_account", "Slurm: account to charge (sbatch --account)."),
     )),
     ("Network", (
         ("string", "network", "local: every task on this machine over loopback; emulated: each host a network "
-                              "namespace, joined through a bridge by shaped links."),
+                              "namespace, joined through a bridge by shaped links (with --launcher=slurm: a private "
+                              "Slurm whose nodes are such hosts)."),
         ("string", "link_bandwidth", "emulated: rate of every host link in each direction, e.g. 100mbit, 1gbit, or a "
                                      f"preset ({', '.join(_SHAPED_PRESETS)}); at most "
                                      f"{config_lib.TBF_MAX_BPS / 1e9:.1f} Gbit/s (tbf); empty: unshaped."),
@@ -106,7 +108,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("list", "profile_steps", "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of."),
         ("string", "fault", "Faults the launcher injects: TASK:kill@STEP (SIGKILL) or TASK:hang@STEP (SIGSTOP) once "
                             "STEP measured steps are done, comma-separated; a killed parameter-server worker is "
-                            "restarted (Horovod elastic: its rank rejoins) and the recovery measured."),
+                            "restarted (Horovod elastic: its rank rejoins; Slurm, emulated nodes only: the job ends "
+                            "or, with --checkpoint_every, is submitted again) and the recovery measured."),
         ("integer", "checkpoint_every", "multi_worker_mirrored, parameter_server: save a checkpoint every this many "
                                         "steps; a worker (PS: a ps or the chief) killed by --fault then restarts every "
                                         "task from the last one (0: never)."),

@@ -105,6 +105,15 @@ class RunConfig:
         return choices.effective_num_local_devices(self.strategy, self.num_local_devices)
 
     @property
+    def effective_slurm_nodes(self) -> int:
+        """--slurm_nodes, or with 0 one node per worker and, for separate ps, one per ps and one
+        for the coordinator (cluster.slurm.layout)."""
+        if self.slurm_nodes:
+            return self.slurm_nodes
+        separate = self.strategy == "parameter_server" and self.ps_placement == "separate"
+        return self.num_workers + (self.effective_num_ps + 1 if separate else 0)
+
+    @property
     def link_rate_bps(self) -> int:
         return choices.link_rate_bps(self.link_bandwidth)
 

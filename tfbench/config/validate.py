@@ -188,10 +188,10 @@ def _check_launch(c: RunConfig) -> None:
         return
     if c.hosts != ("localhost",):
         raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
-    if c.network != "local":
-        raise ConfigError(f"--network={c.network} runs on this machine; it does not combine with --launcher=slurm")
-    if c.slurm_nodes < 1:
-        raise ConfigError(f"--slurm_nodes must be at least 1, got {c.slurm_nodes}")
+    checks.check_slurm_network(c)
+    if c.slurm_nodes < 0:
+        raise ConfigError(f"--slurm_nodes must be 0 (a node per worker, and per separate ps) or more, "
+                          f"got {c.slurm_nodes}")
     tasks = 1 + c.num_workers + c.effective_num_ps if c.strategy == "parameter_server" else c.num_workers
     if c.slurm_nodes > tasks:
         raise ConfigError(f"--slurm_nodes={c.slurm_nodes} is more nodes than the run's {tasks} tasks")
@@ -201,7 +201,7 @@ def _check_launch(c: RunConfig) -> None:
         value = getattr(c, name)
         if value and not re.match(r"^[A-Za-z0-9._-]+$", value):
             raise ConfigError(f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
-    if c.strategy == "horovod" and c.num_workers % c.slurm_nodes:
+    if c.strategy == "horovod" and c.num_workers % c.effective_slurm_nodes:
         raise ConfigError(f"--strategy=horovod on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
                           f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
 

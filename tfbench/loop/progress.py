@@ -1,8 +1,10 @@
 """Progress files: how a task tells the launcher how far it got, without any connection to it.
 
 Each task replaces tasks/<name>.progress atomically with a small JSON object
-{"phase", "step", "total", "time", "pid"}; the launcher polls these files for its status line,
-readiness, stall detection and the pids of processes it did not start itself (Horovod ranks).
+{"phase", "step", "total", "time", "pid"}, plus "node" (SLURMD_NODENAME) when Slurm started it;
+the launcher polls these files for its status line, readiness, stall detection and the pids of
+processes it did not start itself (Horovod ranks, Slurm tasks), and a Slurm node's monitor for
+the tasks of its own node.
 Only the standard library is imported, so the task side can write progress before TensorFlow loads.
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from typing import Optional
 
 PHASES = ("starting", "ready", "warmup", "measure", "done")
+NODE_ENV = "SLURMD_NODENAME"  # the Slurm node a task runs on, as slurmd names it
 
 
 def path(run_dir: str, task_name: str) -> str:
@@ -26,6 +29,8 @@ def write_progress(run_dir: str, task_name: str, phase: str, step: int = 0, tota
     target = path(run_dir, task_name)
     tmp = f"{target}.{os.getpid()}.tmp"
     record = {"phase": phase, "step": int(step), "total": int(total), "time": time.time(), "pid": os.getpid()}
+    if os.environ.get(NODE_ENV):
+        record["node"] = os.environ[NODE_ENV]
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(record, f)
     os.replace(tmp, target)

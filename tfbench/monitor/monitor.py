@@ -33,6 +33,7 @@ class Monitor:
     def __init__(self, run: RunDir, plan, config: RunConfig,
                  net_source_factory: Callable[[], Optional[NetSource]] = netstat.default_source,
                  gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create,
+                 links_factory: Callable[[RunDir], Optional[HostLinks]] = HostLinks.from_run,
                  host_interfaces: bool = True):
         """`host_interfaces=False`: the tasks talk inside a network namespace of their own (a
         local run's private one), so this machine's interfaces carry none of their traffic."""
@@ -42,6 +43,7 @@ class Monitor:
         self._interval = float(config.monitor_interval)
         self._net_source_factory = net_source_factory
         self._gpu_factory = gpu_factory
+        self._links_factory = links_factory  # a Slurm node's monitor has none: the launcher reads the links
         self._tasks: Dict[str, TaskSeries] = {}
         self._host = HostSeries()
         self._lock = threading.Lock()  # guards tasks and samplers between add(), the loop and stop()
@@ -78,7 +80,7 @@ class Monitor:
             self._host_sampler = HostSampler(time.time())
             self._net = self._create(self._net_source_factory, "per-task network")
             self._gpu = self._create(self._gpu_factory, "GPU")
-            self._links = self._create(lambda: HostLinks.from_run(self._run), "per-host link")
+            self._links = self._create(lambda: self._links_factory(self._run), "per-host link")
             if self._links is not None:
                 self._guard(self._link_sample_without_events)
             self._thread = threading.Thread(target=self._loop, name="tfbench-monitor", daemon=True)

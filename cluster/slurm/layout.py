@@ -1,0 +1,116 @@
+"""Which Slurm node each task of a run lands on, and how srun is told so.
+
+SlurmClusterResolver turns Slurm's ranks into tasks by listing the step's nodes sorted by name,
+each with as many addresses as it runs tasks, and handing them out to the jobs in sorted order
+(chief, ps, worker). Rank r therefore has to run on the node of slot r: the ranks of a node are
+consecutive, nodes in name order. Within that rule tfbench chooses the layout itself, as the
+plan's --ps_placement asks, instead of leaving it to Slurm's default block distribution:
+
+    multi_worker_mirrored, horovod   workers in equal blocks (the first nodes get one more)
+    parameter_server, collocated     coordinator and ps on the first node, with the first workers
+    parameter_server, separate       coordinator on node 0, each ps on a node of its own, workers
+                                     on the rest (with one node to spare: coordinator and ps share
+                                     node 0; on one node everything shares it)
+
+and runs the tasks' step with --distribution=arbitrary and SLURM_HOSTFILE, one node name per rank
+(the batch script writes that file from the job's node list, sorted as the resolver sorts them).
+--slurm_nodes=0 asks for one node per worker, plus with separate ps one per ps and one for the
+coordinator. The job asks every node for as many tasks as the fullest one runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+from typing import List, Sequence, Tuple
+
+from cluster.spec import ClusterPlan
+from tfbench.config import RunConfig
+from tfbench.results.rundir import RunDir
+
+HOSTFILE = "tasks/slurm.hosts"
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    ranks: Tuple[str, ...]  # task names in the resolver's rank order
+    nodes: Tuple[int, ...]  # node index of each rank, never decreasing
+
+    @property
+    def num_nodes(self) -> int:
+        return max(self.nodes) + 1 if self.nodes else 1
+
+    @property
+    def tasks_per_node(self) -> int:
+        """Tasks on the fullest node."""
+        return max(self.nodes.count(n) for n in range(self.num_nodes)) if self.nodes else 1
+
+    def tasks_on(self, node: int) -> List[str]:
+        return [name for name, n in zip(self.ranks, self.nodes) if n == node]
+
+
+def rank_order(plan: ClusterPlan) -> Tuple[str, ...]:
+    """Task names in the order SlurmClusterResolver gives ranks to them: jobs sorted by name,
+    tasks by index (Horovod: by rank)."""
+    if plan.strategy == "horovod":
+        return tuple(t.name for t in sorted(plan.tasks, key=lambda t: t.horovod_rank))
+    return tuple(t.name for t in sorted(plan.tasks, key=lambda t: (t.role, t.index)))
+
+
+def blocks(count: int, nodes: int, first: int = 0) -> List[int]:
+    """Node indices of `count` tasks in equal blocks over `nodes` nodes from `first` on."""
+    nodes = max(1, min(nodes, count))
+    return [first + n for n in range(nodes) for _ in range(count // nodes + (1 if n < count % nodes else 0))]
+
+
+def of(config: RunConfig, plan: ClusterPlan) -> Layout:
+    ranks = rank_order(plan)
+    nodes = config.effective_slurm_nodes
+    workers = [n for n in ranks if n.startswith("worker_")]
+    if plan.strategy != "parameter_server":
+        return Layout(ranks, tuple(blocks(len(workers), nodes)))
+    k = sum(1 for n in ranks if n.startswith("ps_"))
+    if config.ps_placement == "separate" and nodes >= k + 2:
+        light = [0] + [1 + j for j in range(k)]
+        return Layout(ranks, tuple(light + blocks(len(workers), nodes - k - 1, first=k + 1)))
+    if config.ps_placement == "separate" and nodes >= 2:
+        return Layout(ranks, tuple([0] * (k + 1) + blocks(len(workers), nodes - 1, first=1)))
+    return Layout(ranks, tuple([0] * (k + 1) + blocks(len(workers), nodes)))
+
+
+def warning(config: RunConfig, layout: Layout) -> str:
+    """Why --ps_placement=separate could not give the ps a node of its own, or ''."""
+    if config.strategy != "parameter_server" or config.ps_placement != "separate" or layout.num_nodes > 1:
+        return ""
+    return "--ps_placement=separate on one Slurm node: the ps share it with the workers (raise --slurm_nodes)"
+
+
+def hostfile_lines(run: RunDir, layout: Layout) -> List[str]:
+    """Batch-script lines that write SLURM_HOSTFILE from the job's nodes, sorted as the resolver
+    sorts them, and export it for the tasks' step (started after the monitors' step)."""
+    path = shlex.quote(run.file(HOSTFILE))
+    names = " ".join(f'"${{nodes[{n}]}}"' for n in layout.nodes)
+    return ['nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST" | LC_ALL=C sort))',
+            f"printf '%s\\n' {names} > {path}  # one line per rank: {', '.join(layout.ranks)}",
+            f"export SLURM_HOSTFILE={path}"]
+
+
+def write_hostfile(run: RunDir, layout: Layout, job_nodelist: str) -> str:
+    """The same file written from here, inside an allocation; returns its path."""
+    proc = subprocess.run(["scontrol", "show", "hostnames", job_nodelist], capture_output=True, text=True, check=True)
+    names = sorted(proc.stdout.split())
+    missing = layout.num_nodes - len(names)
+    if missing > 0:
+        raise RuntimeError(f"the allocation has {len(names)} node(s) and the run's layout needs {layout.num_nodes}")
+    path = run.file(HOSTFILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{names[n]}\n" for n in layout.nodes))
+    return path
+
+
+def node_names(layout: Layout, names: Sequence[str]) -> dict:
+    """{task: node name} for the nodes `names` (sorted as the resolver sorts them)."""
+    ordered = sorted(names)
+    return {task: ordered[n] for task, n in zip(layout.ranks, layout.nodes)}
