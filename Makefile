@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench soak sweep strategies network staleness model latency horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model latency horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -88,6 +88,11 @@ latency: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --ps_sync=true --num_ps=1 --batch_size=32 \
 		--sweep_dir=$$d/sync --report=false; \
 	$(PY) -m tools.latency_report $$d
+
+# PS (separate) vs MWMS, 1-4 workers on 100 Mbit links: local emulated hosts and Slurm jobs on a
+# private Slurm of emulated nodes side by side, bytes per step per host against the law (~9 min, root).
+network-slurm: setup slurm
+	$(PY) -m tools.sweep --config=tools/sweeps/network-slurm.yaml --sweep_dir=sweeps/network-slurm-$$(date +%Y%m%d-%H%M%S)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

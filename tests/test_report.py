@@ -228,3 +228,40 @@ def test_recovery_and_convergence_sections_come_from_the_cluster_records():
     assert "| 0.910 | 3.0 (1/1) | 30 |" in row and "| 2.0 | 0.50 | 1.0 | 0.20 |" in row
     (row,) = [line for line in "\n".join(recovery_report.section([point])).splitlines() if line.startswith("| r ")]
     assert "worker_1 kill after step 5 | – | 4.0 | 5.0 | – | 700 | 300 | 650 | 1 | 2 |" in row  # elastic-only columns empty
+
+
+def test_bytes_per_step_table_puts_local_and_slurm_hosts_side_by_side(tmp_path, monkeypatch):
+    """Units of |w|: a separate ps host at N·|w| and workers at |w|, local hosts found through
+    plan.json and network.json, Slurm nodes through the record's slurm_task_nodes."""
+    from tools import traffic_report
+    from tools.aggregate import Point
+    from tools.runs import Run
+
+    w = 1_000_000
+    monkeypatch.setattr(traffic_report, "w_bytes", lambda config: w)
+    base = {"strategy": "parameter_server", "num_workers": 2, "ps_placement": "separate", "network": "emulated",
+            "link_bandwidth": "100mbit", "model": "tiny", "num_classes": 25000, "image_size": 32}
+    local_dir = tmp_path / "local"
+    local_dir.mkdir()
+    plan = {"tasks": [{"role": "chief", "index": 0, "host": "10.0.0.2"}, {"role": "worker", "index": 0,
+                       "host": "10.0.0.2"}, {"role": "worker", "index": 1, "host": "10.0.0.3"},
+                      {"role": "ps", "index": 0, "host": "10.0.0.4"}]}
+    (local_dir / "plan.json").write_text(json.dumps(plan))
+    (local_dir / "network.json").write_text(json.dumps({"hosts": [{"name": f"h{i}", "address": f"10.0.0.{i + 2}"}
+                                                                  for i in range(3)]}))
+
+    def traffic(**hosts):
+        return {h: {"tx_bytes_per_step": tx * w, "rx_bytes_per_step": rx * w} for h, (tx, rx) in hosts.items()}
+
+    local = Run(str(local_dir), {**base, "launcher": "local"},
+                {"status": "ok", "link_traffic": traffic(h0=(1.0, 1.1), h1=(0.9, 1.1), h2=(2.0, 2.1))}, [])
+    slurm = Run(str(tmp_path / "slurm"), {**base, "launcher": "slurm"},
+                {"status": "ok", "slurm_task_nodes": {"chief_0": "h0", "ps_0": "h1", "worker_0": "h2",
+                                                      "worker_1": "h3"},
+                 "link_traffic": traffic(h0=(0.01, 0.01), h1=(2.04, 2.08), h2=(1.0, 1.0), h3=(1.02, 1.0))}, [])
+    lines = traffic_report.section([Point({**base, "launcher": "local"}, [local]),
+                                    Point({**base, "launcher": "slurm"}, [slurm])])
+    rows = [line.split(" | ")[2:] for line in "\n".join(lines).splitlines() if line.startswith("| parameter_server")]
+    assert rows == [["ps host", "N = 2", "2.00 / 2.10", "2.04 / 2.08 |"],
+                    ["each worker host (mean)", "1", "0.95 / 1.10", "1.01 / 1.00 |"]]
+    assert "| reference (\\|w\\|) |" in "\n".join(lines)

@@ -220,3 +220,12 @@ def test_a_sweep_value_that_selects_no_point_is_bad_input(tmp_path, args, expect
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(expected), proc.stderr
     assert proc.stdout == ""
     assert not sweep_dir.exists()
+def test_the_launcher_is_an_axis_and_slurm_nodes_applies_to_slurm_only(tmp_path):
+    grid = grid_lib.Grid.from_dict({"model": ["tiny"], "strategy": ["multi_worker_mirrored"], "num_workers": [2],
+                                    "network": ["emulated"], "link_bandwidth": ["100mbit"],
+                                    "launcher": ["local", "slurm"], "slurm_nodes": [0]})
+    points, _ = grid_lib.expand(grid, str(tmp_path))
+    assert [p.id.split("-emu-100mbit")[1] for p in points] == ["-r0", "-slurm-auto-r0"]
+    local, slurm = (p.flags({}) for p in points)
+    assert "--launcher=local" in local and "--slurm_nodes=1" in local  # neutral off Slurm: not refused
+    assert "--launcher=slurm" in slurm and "--slurm_nodes=0" in slurm

@@ -19,7 +19,7 @@ from tfbench.config.errors import ConfigError
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
         "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
-        "link_latency", "precision", "xla", "straggler")
+        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler")
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id")
 _DEFAULTS = config_lib.RunConfig()
@@ -151,6 +151,8 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
     if values["network"] == "emulated":
         parts.append(f"emu-{values['link_bandwidth'] or 'unshaped'}")
         parts += [f"lat{values['link_latency']:g}ms"] if values.get("link_latency") else []
+    if values.get("launcher", "local") == "slurm":
+        parts.append(f"slurm-{'n' + str(values['slurm_nodes']) if values['slurm_nodes'] else 'auto'}")
     # Performance axes appear only off their defaults, so ids of sweeps without them stay stable.
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
     parts += ["xla"] if values.get("xla") else []
@@ -160,9 +162,11 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
 
 
 def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
-    """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps), and
-    num_local_devices off mirrored (where 0 means one device)."""
+    """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps),
+    num_local_devices off mirrored (where 0 means one device), and slurm_nodes off Slurm."""
     values = dict(values)
+    if values.get("launcher", "local") != "slurm":
+        values["slurm_nodes"] = _DEFAULTS.slurm_nodes
     if values["strategy"] != "parameter_server":
         values.update(_PS_ONLY)
     if values["ps_sync"]:
@@ -212,7 +216,7 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
     if collapsed:
         notes.append(f"merged {collapsed} point(s) that differ only in axes that do not apply to their "
                      f"strategy (num_ps/ps_placement/ps_sync/ps_staleness_bound: parameter_server; num_local_devices: "
-                     f"mirrored)")
+                     f"mirrored) or launcher (slurm_nodes: slurm)")
     return points, notes
 
 

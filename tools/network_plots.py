@@ -9,7 +9,7 @@ import os
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence
 
-from tools import plots, series
+from tools import plots, series, traffic_report
 from tools.aggregate import Point
 from tools.runs import Run
 
@@ -52,10 +52,10 @@ def host_tx(run: Run, path: str) -> bool:
         return False
     t0 = min(recs[0]["time"] for recs in links.values())
     fig, ax = plt.subplots(figsize=(8, 4))
-    roles = _tasks_by_host(run)
+    roles = traffic_report.tasks_by_host(run)
     for host, recs in sorted(links.items()):
         ax.plot([r["time"] - t0 for r in recs], [r["tx_kbps"] / 1000 for r in recs],
-                label=f"{host} ({', '.join(roles.get(recs[0]['address'], []))})")
+                label=f"{host} ({', '.join(sorted(roles.get(host, [])))})")
     rate = _configured_mbit(run)
     if rate:
         ax.axhline(rate, color="gray", linestyle="--", linewidth=1, label=f"link rate {rate:g} Mbit/s")
@@ -71,18 +71,6 @@ def host_tx(run: Run, path: str) -> bool:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
-
-
-def _tasks_by_host(run: Run) -> Dict[str, List[str]]:
-    try:
-        with open(os.path.join(run.path, "plan.json"), encoding="utf-8") as f:
-            plan = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    out: Dict[str, List[str]] = defaultdict(list)
-    for t in plan.get("tasks", []):
-        out[t["host"]].append(f"{t['role']}_{t['index']}")
-    return out
 
 
 def _configured_mbit(run: Run) -> Optional[float]:

@@ -16,7 +16,7 @@ from absl import app, flags
 
 from tfbench.config import helptext as usage
 from tools import (aggregate, convergence_report, network_plots, plots, recovery_report, results_csv, split_report,
-                   summary)
+                   summary, traffic_report)
 from tools.runs import Run, find_runs, read_monitor
 from tools.sweep_state import FAILED, find_sweep
 
@@ -56,8 +56,8 @@ def build(root: str, out: Optional[str] = None) -> Report:
     sweep = find_sweep(root)
     notes = (sweep.read_spec() or {}).get("notes", []) if sweep else []
     markdown = summary.render(title, points, failures, comparisons, written, num_runs=len(runs), notes=notes,
-                              sections=(split_report.section(points) + convergence_report.section(points)
-                                        + recovery_report.section(points)))
+                              sections=(split_report.section(points) + traffic_report.section(points)
+                                        + convergence_report.section(points) + recovery_report.section(points)))
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(markdown)
     return Report(out=out, markdown=markdown, runs=runs, points=points, failures=failures)
