@@ -73,10 +73,12 @@ class NodeSlurmLauncher(SlurmLauncher):
 
     def cleanup(self) -> None:
         try:
-            self.slurm_record = SlurmLauncher.record(self)  # while slurmctld still remembers the job
-            super().cleanup()
+            super().cleanup()  # the job has left the queue (ended or cancelled) ...
         finally:
-            self._stop_cluster()
+            try:
+                self.slurm_record = SlurmLauncher.record(self)  # ... and slurmctld still remembers how it ended
+            finally:
+                self._stop_cluster()
 
     def _stop_cluster(self) -> None:
         if self.cluster is None:
