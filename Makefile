@@ -81,7 +81,8 @@ model: setup
 
 # Worker idleness and images/sec against link latency (0-200 ms, the user-space delay line):
 # asynchronous parameter servers at 1 and 2 ps for 2 workers and batch 32 and 256, and a
-# synchronous series; says whether the studies' direction holds (~15 min on 2 cores).
+# synchronous series; says whether the studies' direction holds (~40 min on 2 cores: a 200 ms
+# point takes 3-4 min, mostly TensorFlow's cluster start-up over 400 ms round trips).
 latency: setup
 	d=sweeps/latency-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --sweep_dir=$$d/async --report=false; \

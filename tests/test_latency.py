@@ -9,11 +9,12 @@ from tfrun import cluster_record, run_tiny
 from tools import latency_report
 from tools.runs import find_runs
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 PS = ["--strategy=parameter_server", "--num_workers=2", "--ps_placement=separate", "--network=emulated",
       "--link_bandwidth=100mbit", "--num_warmup_steps=1", "--num_steps=3"]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_a_two_worker_ps_idles_more_at_100_ms_than_at_0(logdir):
     _, fast = run_tiny(logdir, "lat0", *PS)
     _, slow = run_tiny(logdir, "lat100", *PS, "--link_latency=100")
@@ -25,4 +26,27 @@ def test_a_two_worker_ps_idles_more_at_100_ms_than_at_0(logdir):
     assert idle_slow > idle_fast and idle_slow > 0.5
     by_series = latency_report.points(runs.values())
     assert [lat for lat, _ in next(iter(by_series.values()))] == [0.0, 100.0]
-    assert "Idleness rises with latency: holds" in "\n".join(latency_report.direction(by_series))
+    (rises,) = [line for line in latency_report.direction(by_series) if "rises with latency" in line]
+    assert "): holds; it rises in 1 of 1 series" in rises
+
+
+def fake(latency, idle, num_ps=1, batch=32):
+    """A finished async PS run whose compute is (1 - idle) of its 100 ms step."""
+    from tools.runs import Run
+
+    config = {"strategy": "parameter_server", "num_ps": num_ps, "num_workers": 2, "batch_size": batch,
+              "link_latency": latency}
+    cluster = {"status": "ok", "step_breakdown": {"mean_s": {"compute": 0.1 * (1 - idle)}, "step_mean_s": 0.1}}
+    return Run(f"/r/{num_ps}-{batch}-{latency}", config, cluster, [])
+
+
+def test_direction_calls_changes_within_two_points_flat():
+    runs = [fake(0, 0.50), fake(200, 0.51), fake(0, 0.40, batch=256), fake(200, 0.80, batch=256),
+            fake(0, 0.30, num_ps=2), fake(200, 0.52, num_ps=2)]
+    lines = latency_report.direction(latency_report.points(runs))
+    (rises,) = [line for line in lines if "rises with latency" in line]
+    assert "holds mostly; it rises in 2 of 3 series" in rises and "50.0% at 0 ms -> 51.0% at 200 ms" in rises
+    (ps,) = [line for line in lines if "more parameter servers" in line]
+    assert "does not hold; it is lower at 1 of 2 latencies" in ps  # 51% -> 52% at 200 ms is not lower
+    (batch,) = [line for line in lines if "larger batch" in line]
+    assert "does not hold; it is lower at 1 of 2 latencies" in batch  # 51% -> 80% at 200 ms is higher

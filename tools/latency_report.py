@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from tools.runs import Run, find_runs
 
+FLAT = 0.02  # a change of idleness smaller than this (2 percentage points) is within run-to-run noise
 Series = Tuple[bool, int, int, int]  # (sync, num_ps, num_workers, batch)
 
 
@@ -63,10 +64,11 @@ def direction(by_series: Dict[Series, List[Tuple[float, Run]]]) -> List[str]:
         if len(idle) >= 2:
             rising.append((s, idle[0], idle[-1]))
     if rising:
-        ok = [s for s, (l0, i0), (l1, i1) in rising if i1 > i0]
-        detail = "; ".join(f"{label(s)}: {i0:.0%} at {l0:g} ms -> {i1:.0%} at {l1:g} ms" for s, (l0, i0), (l1, i1) in rising)
-        lines.append(f"- Idleness rises with latency: {'holds' if len(ok) == len(rising) else 'does not hold'} "
-                     f"in {len(ok)} of {len(rising)} series ({detail}).")
+        ok = [s for s, (l0, i0), (l1, i1) in rising if i1 > i0 + FLAT]
+        detail = "; ".join(f"{label(s)}: {i0:.1%} at {l0:g} ms -> {i1:.1%} at {l1:g} ms" for s, (l0, i0), (l1, i1) in rising)
+        verdict = "holds" if len(ok) == len(rising) else ("holds mostly" if len(ok) > len(rising) / 2 else "does not hold")
+        lines.append(f"- Idleness rises with latency (by more than {FLAT * 100:g} percentage points): {verdict}; "
+                     f"it rises in {len(ok)} of {len(rising)} series ({detail}).")
     lines += _compare(by_series, lambda s: (s[0], s[2], s[3]), lambda s: s[1] / s[2], "more parameter servers per worker")
     lines += _compare(by_series, lambda s: (s[0], s[1], s[2]), lambda s: s[3], "a larger batch")
     return lines
@@ -89,12 +91,13 @@ def _compare(by_series, group_key, order, what: str) -> List[str]:
             if a is None or b is None:
                 continue
             total += 1
-            wins += b < a
-            examples.append(f"{lat:g} ms: {a:.0%} -> {b:.0%}")
+            wins += b < a - FLAT
+            examples.append(f"{label(high)} at {lat:g} ms: {a:.1%} -> {b:.1%}")
     if not total:
         return []
     verdict = "holds" if wins == total else ("holds mostly" if wins > total / 2 else "does not hold")
-    return [f"- Idleness falls with {what}: {verdict} at {wins} of {total} latencies ({', '.join(examples)})."]
+    return [f"- Idleness falls with {what} (by more than {FLAT * 100:g} percentage points): {verdict}; "
+            f"it is lower at {wins} of {total} latencies ({'; '.join(examples)})."]
 
 
 def table(by_series) -> str:
