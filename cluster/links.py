@@ -169,9 +169,9 @@ def _up(ipr, ifname: str) -> None:
     ipr.link("set", index=_index(ipr, ifname), state="up")
 
 
-def counters(net: Network) -> dict:
-    """{host: (tx_bytes, rx_bytes)} of each host's link, read on the switch ports (one netlink
-    dump): what a port sends is what its host receives."""
+def counters(net: Network, unit: str = "bytes") -> dict:
+    """{host: (tx, rx)} of each host's link in `unit` (bytes or packets), read on the switch ports
+    (one netlink dump): what a port sends is what its host receives."""
     from pyroute2 import NetNS
 
     out = {}
@@ -180,7 +180,7 @@ def counters(net: Network) -> dict:
             name = link.get_attr("IFLA_IFNAME")
             stats = link.get_attr("IFLA_STATS64")
             if stats is not None and name.startswith("h") and name[1:].isdigit():
-                out[name] = (int(stats["rx_bytes"]), int(stats["tx_bytes"]))
+                out[name] = (int(stats[f"rx_{unit}"]), int(stats[f"tx_{unit}"]))
     return out
 
 
