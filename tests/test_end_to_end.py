@@ -2,9 +2,11 @@
 that tensorboard's own reader reads back with exactly the measured steps."""
 import json
 import os
+import subprocess
 
 import pytest
 
+from conftest import ROOT
 from tfbench.tensorboard import timeline
 from tfrun import cluster_record, run_tiny, scalars, task_records
 
@@ -15,6 +17,9 @@ def test_default_run_writes_records_events_and_table(logdir):
     out, run = run_tiny(logdir, "e2e")
     for name in ("config.json", "environment.json", "plan.json", "monitor.jsonl"):
         assert os.path.getsize(os.path.join(run, name)) > 0, name
+    with open(os.path.join(run, "environment.json")) as f:
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+        assert json.load(f)["tfbench_commit"].split("+")[0] == head.stdout.strip()  # the checkout that measured
     with open(os.path.join(run, "config.json")) as f:
         config = json.load(f)
     assert config["model"] == "tiny" and config["num_steps"] == 3 and config["num_warmup_steps"] == 2

@@ -34,6 +34,9 @@ def built(tmp_path_factory):
     write_run(root, "mwms-w1-hard", "multi_worker_mirrored", 1, 0.625, placement="hard")
     write_run(root, "mwms-w2", "multi_worker_mirrored", 2, 0.8)
     write_run(root, "ps-w1", "parameter_server", 1, 0.6)
+    for run in ("mwms-w1", "ps-w1"):
+        with open(os.path.join(root, run, "environment.json"), "w") as f:
+            json.dump({"tfbench_commit": "abc1234" if run == "ps-w1" else "abc1234+modified"}, f)
     summary = {"tasks": {name: {"role": name.split("_")[0], "samples": 8, "cpu_percent_mean": 93.5,
                                 "rss_mb_peak": 570.0, "net_tx_bytes": 7_000_000 * (3 if name == "ps_0" else 1),
                                 "net_rx_bytes": 14_000_000} for name in ("chief_0", "worker_0", "worker_1", "ps_0")},
@@ -160,7 +163,8 @@ def test_summary_lists_results_comparison_and_failures(built):
     with open(os.path.join(out, "summary.md")) as f:
         text = f.read()
     assert text == rep.markdown
-    assert "Model resnet50 at 64 px; 3 warm-up + 5 measured steps per run." in text
+    assert ("Model resnet50 at 64 px; 3 warm-up + 5 measured steps per run; measured at tfbench abc1234, "
+            "abc1234+modified." in text)
     row = next(line for line in text.splitlines() if line.startswith("| multi_worker_mirrored | 2 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:8] == ["multi_worker_mirrored", "2", "0", "16", "32", "train", "soft", "cpu"]

@@ -35,6 +35,15 @@ class Run:
         return config_lib.RunConfig.from_dict(self.config)
 
     @property
+    def commit(self) -> Optional[str]:
+        """The tfbench commit that measured it (environment.json), None when unknown."""
+        try:
+            with open(os.path.join(self.path, "environment.json"), encoding="utf-8") as f:
+                return json.load(f).get("tfbench_commit")
+        except (OSError, ValueError):
+            return None
+
+    @property
     def status(self) -> str:
         return self.cluster.get("status", "ok") if self.cluster else "incomplete"
 

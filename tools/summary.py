@@ -87,6 +87,9 @@ def _headline(points: Sequence[Point]) -> str:
         parts.append(f"Model {shared['model']}" + (f" at {shared['image_size']} px" if "image_size" in shared else ""))
     if "num_warmup_steps" in shared and "num_steps" in shared:
         parts.append(f"{shared['num_warmup_steps']} warm-up + {shared['num_steps']} measured steps per run")
+    commits = sorted({r.commit for p in points for r in p.runs if r.commit})
+    if commits:
+        parts.append(f"measured at tfbench {', '.join(commits)}")
     return "; ".join(parts) + "." if parts else ""
 
 

@@ -15,6 +15,24 @@ from tfbench.measure import peaks
 PACKAGES = ("tensorflow-cpu", "tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tfbench_commit():
+    """The commit of the tfbench checkout that measured, "+modified" when its tracked files differ
+    from it; None outside a git checkout. Numbers quoted elsewhere name it."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+modified" if dirty.stdout.strip() else "")
+
+
 def _version(package: str):
     try:
         return importlib.metadata.version(package)
@@ -82,6 +100,7 @@ def collect(with_horovod: bool = False) -> dict:
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "gpus": gpus(),
         "versions": {p: _version(p) for p in PACKAGES},
+        "tfbench_commit": tfbench_commit(),
     }
     env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.peak), or why there is none
     if with_horovod:
