@@ -115,7 +115,7 @@ def test_a_slurm_dry_run_needs_no_slurm_here_but_the_run_does(tmp_path):
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("tfbench: warning: the run itself would be refused here: --launcher=slurm needs "
                                  "Slurm's sbatch")
-    assert "#SBATCH --ntasks=2" in dry.stdout and "not checked here (sinfo is not on PATH)" in dry.stdout
+    assert "#SBATCH --ntasks-per-node=2" in dry.stdout and "not checked here (sinfo is not on PATH)" in dry.stdout
     real = run_cli(*args, env={"PATH": path}, timeout=120)
     assert real.returncode == 2 and real.stderr.startswith("tfbench: error: --launcher=slurm needs Slurm's sbatch")
     assert not (tmp_path / "runs").exists()
