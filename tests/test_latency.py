@@ -22,7 +22,8 @@ def test_a_two_worker_ps_idles_more_at_100_ms_than_at_0(logdir):
     assert link["delay_ms"] == 100 and link["rtt_ms"] == pytest.approx(200, rel=0.10)
     assert cluster_record(fast)["link"]["rtt_ms"] < 5
     runs = {r.run_id: r for r in find_runs(logdir)}
-    idle_fast, idle_slow = (latency_report.compute_idleness(runs[name]) for name in ("lat0", "lat100"))
+    idleness = latency_report.idleness_of(latency_report.points(runs.values()))
+    idle_fast, idle_slow = (idleness[runs[name].path] for name in ("lat0", "lat100"))
     assert idle_slow > idle_fast and idle_slow > 0.5
     by_series = latency_report.points(runs.values())
     assert [lat for lat, _ in next(iter(by_series.values()))] == [0.0, 100.0]
@@ -30,23 +31,31 @@ def test_a_two_worker_ps_idles_more_at_100_ms_than_at_0(logdir):
     assert "): holds; it rises in 1 of 1 series" in rises
 
 
-def fake(latency, idle, num_ps=1, batch=32):
-    """A finished async PS run whose compute is (1 - idle) of its 100 ms step."""
+def fake(latency, compute_ms, step_ms, num_ps=1, batch=32):
+    """A finished async PS run whose step split records compute_ms of a step_ms global step."""
     from tools.runs import Run
 
     config = {"strategy": "parameter_server", "num_ps": num_ps, "num_workers": 2, "batch_size": batch,
               "link_latency": latency}
-    cluster = {"status": "ok", "step_breakdown": {"mean_s": {"compute": 0.1 * (1 - idle)}, "step_mean_s": 0.1}}
+    cluster = {"status": "ok", "step_breakdown": {"mean_s": {"compute": compute_ms / 1e3}, "step_mean_s": step_ms / 1e3}}
     return Run(f"/r/{num_ps}-{batch}-{latency}", config, cluster, [])
 
 
+def test_idleness_takes_the_compute_of_a_batch_from_the_least_in_its_series():
+    """In-step reads of the weights that the split counts as compute grow with the round trip;
+    the batch's own compute does not."""
+    by_series = latency_report.points([fake(0, 50, 100), fake(200, 500, 1000)])
+    assert list(latency_report.idleness_of(by_series).values()) == [pytest.approx(0.5), pytest.approx(0.95)]
+    assert latency_report.compute_idleness(fake(200, 500, 1000)) == pytest.approx(0.5)  # the run's own split
+
+
 def test_direction_calls_changes_within_two_points_flat():
-    runs = [fake(0, 0.50), fake(200, 0.51), fake(0, 0.40, batch=256), fake(200, 0.80, batch=256),
-            fake(0, 0.30, num_ps=2), fake(200, 0.52, num_ps=2)]
+    runs = [fake(0, 50, 100), fake(200, 50, 101), fake(0, 60, 100, batch=256), fake(200, 60, 300, batch=256),
+            fake(0, 70, 100, num_ps=2), fake(200, 70, 146, num_ps=2)]
     lines = latency_report.direction(latency_report.points(runs))
     (rises,) = [line for line in lines if "rises with latency" in line]
-    assert "holds mostly; it rises in 2 of 3 series" in rises and "50.0% at 0 ms -> 51.0% at 200 ms" in rises
+    assert "holds mostly; it rises in 2 of 3 series" in rises and "50.0% at 0 ms -> 50.5% at 200 ms" in rises
     (ps,) = [line for line in lines if "more parameter servers" in line]
-    assert "does not hold; it is lower at 1 of 2 latencies" in ps  # 51% -> 52% at 200 ms is not lower
+    assert "does not hold; it is lower at 1 of 2 latencies" in ps  # 50.5% -> 52.1% at 200 ms is not lower
     (batch,) = [line for line in lines if "larger batch" in line]
-    assert "does not hold; it is lower at 1 of 2 latencies" in batch  # 51% -> 80% at 200 ms is higher
+    assert "does not hold; it is lower at 1 of 2 latencies" in batch  # 50.5% -> 80.0% at 200 ms is higher

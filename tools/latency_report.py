@@ -20,6 +20,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from tools.runs import Run, find_runs
 
+NOTE = ("Idleness is the share of a worker's global step not spent on the forward and backward pass of its "
+        "batch: 1 - c / step, c the least compute per step in the series (normally its 0 ms run), since the step "
+        "split records as compute also the weights a step reads from the ps inside the step, which take round "
+        "trips. The idleness from each run's own recorded compute and the share of time with no closure running "
+        "on the worker are shown beside it.")
 FLAT = 0.02  # a change of idleness smaller than this (2 percentage points) is within run-to-run noise
 Series = Tuple[bool, int, int, int]  # (sync, num_ps, num_workers, batch)
 
@@ -34,11 +39,32 @@ def label(s: Series) -> str:
     return f"{'sync' if sync else 'async'} PS {k}:{n} (ps:workers), batch {batch}"
 
 
-def compute_idleness(run: Run) -> Optional[float]:
+def compute_and_step(run: Run) -> Optional[Tuple[float, float]]:
+    """(compute s, step s) per global step from the run's step split, None without one."""
     split = (run.cluster or {}).get("step_breakdown") or {}
     if "mean_s" not in split or not split.get("step_mean_s"):
         return None
-    return max(0.0, 1.0 - split["mean_s"]["compute"] / split["step_mean_s"])
+    return split["mean_s"]["compute"], split["step_mean_s"]
+
+
+def idleness_of(by_series: Dict[Series, List[Tuple[float, Run]]]) -> Dict[str, float]:
+    """{run path: 1 - c / step}, c the least compute per step of the run's series (its lowest-latency
+    run, normally). The forward and backward pass of a batch take as long at any latency, but the
+    recorded split counts as compute the weights a step reads from the ps inside the step, which
+    take round trips: at 200 ms that share of "compute" is 20x the 0 ms one."""
+    out = {}
+    for pts in by_series.values():
+        found = {r.path: compute_and_step(r) for _, r in pts if compute_and_step(r)}
+        if found:
+            least = min(c for c, _ in found.values())
+            out.update({path: max(0.0, 1.0 - least / step) for path, (_, step) in found.items()})
+    return out
+
+
+def compute_idleness(run: Run) -> Optional[float]:
+    """1 - compute / step of one run from its own split (compute including the in-step reads)."""
+    found = compute_and_step(run)
+    return None if found is None else max(0.0, 1.0 - found[0] / found[1])
 
 
 def closure_idleness(run: Run) -> Optional[float]:
@@ -59,8 +85,9 @@ def direction(by_series: Dict[Series, List[Tuple[float, Run]]]) -> List[str]:
     """Whether each of the studies' three observations holds in these runs, with the numbers."""
     lines = []
     rising = []
+    idleness = idleness_of(by_series)
     for s, pts in by_series.items():
-        idle = [(lat, compute_idleness(r)) for lat, r in pts if compute_idleness(r) is not None]
+        idle = [(lat, idleness[r.path]) for lat, r in pts if r.path in idleness]
         if len(idle) >= 2:
             rising.append((s, idle[0], idle[-1]))
     if rising:
@@ -69,12 +96,13 @@ def direction(by_series: Dict[Series, List[Tuple[float, Run]]]) -> List[str]:
         verdict = "holds" if len(ok) == len(rising) else ("holds mostly" if len(ok) > len(rising) / 2 else "does not hold")
         lines.append(f"- Idleness rises with latency (by more than {FLAT * 100:g} percentage points): {verdict}; "
                      f"it rises in {len(ok)} of {len(rising)} series ({detail}).")
-    lines += _compare(by_series, lambda s: (s[0], s[2], s[3]), lambda s: s[1] / s[2], "more parameter servers per worker")
-    lines += _compare(by_series, lambda s: (s[0], s[1], s[2]), lambda s: s[3], "a larger batch")
+    lines += _compare(by_series, idleness, lambda s: (s[0], s[2], s[3]), lambda s: s[1] / s[2],
+                      "more parameter servers per worker")
+    lines += _compare(by_series, idleness, lambda s: (s[0], s[1], s[2]), lambda s: s[3], "a larger batch")
     return lines
 
 
-def _compare(by_series, group_key, order, what: str) -> List[str]:
+def _compare(by_series, idleness: Dict[str, float], group_key, order, what: str) -> List[str]:
     """Within series that differ only by `order`, is idleness lower where `order` is larger, at
     each latency both measured?"""
     groups = defaultdict(list)
@@ -85,9 +113,9 @@ def _compare(by_series, group_key, order, what: str) -> List[str]:
         if len(members) < 2:
             continue
         low, high = min(members, key=order), max(members, key=order)
-        lows = {lat: compute_idleness(r) for lat, r in by_series[low]}
+        lows = {lat: idleness.get(r.path) for lat, r in by_series[low]}
         for lat, r in by_series[high]:
-            a, b = lows.get(lat), compute_idleness(r)
+            a, b = lows.get(lat), idleness.get(r.path)
             if a is None or b is None:
                 continue
             total += 1
@@ -101,16 +129,19 @@ def _compare(by_series, group_key, order, what: str) -> List[str]:
 
 
 def table(by_series) -> str:
-    head = "| series | latency ms | measured RTT ms | images/sec | idleness (not computing) | no closure running | step split ms (compute + communication + waiting) |"
-    lines = [head, "|" + "---|" * 7]
+    head = ("| series | latency ms | measured RTT ms | images/sec | idleness (1 - compute at the least / step) | "
+            "idleness (1 - recorded compute / step) | no closure running | step split ms (compute + communication + "
+            "waiting, as recorded) |")
+    lines, idleness = [head, "|" + "---|" * 8], idleness_of(by_series)
     for s, pts in by_series.items():
         for lat, r in pts:
             split = ((r.cluster or {}).get("step_breakdown") or {}).get("mean_s") or {}
             rtt = ((r.cluster or {}).get("link") or {}).get("rtt_ms")
-            ci, wi = compute_idleness(r), closure_idleness(r)
+            idle, ci, wi = idleness.get(r.path), compute_idleness(r), closure_idleness(r)
             parts = " + ".join(f"{split.get(p, 0) * 1e3:.0f}" for p in ("compute", "communication", "waiting"))
             lines.append(f"| {label(s)} | {lat:g} | {rtt if rtt is not None else '-'} | {r.images_per_sec:.1f} | "
-                         f"{'-' if ci is None else f'{ci:.0%}'} | {'-' if wi is None else f'{wi:.0%}'} | {parts} |")
+                         f"{'-' if idle is None else f'{idle:.1%}'} | {'-' if ci is None else f'{ci:.0%}'} | "
+                         f"{'-' if wi is None else f'{wi:.0%}'} | {parts} |")
     return "\n".join(lines)
 
 
@@ -145,10 +176,11 @@ def main(argv: List[str]) -> int:
         return 2
     out = os.path.join(argv[1], "latency")
     os.makedirs(out, exist_ok=True)
-    plot(by_series, compute_idleness, "worker idleness (share of the step not computing)",
+    idleness = idleness_of(by_series)
+    plot(by_series, lambda r: idleness.get(r.path), "worker idleness (1 - compute of a batch / step)",
          os.path.join(out, "idleness_vs_latency.png"))
     plot(by_series, lambda r: r.images_per_sec, "images/sec", os.path.join(out, "images_per_sec_vs_latency.png"))
-    text = "\n".join(["# Worker idleness and images/sec against link latency", "", table(by_series), "",
+    text = "\n".join(["# Worker idleness and images/sec against link latency", "", NOTE, "", table(by_series), "",
                       "## The studies' direction", ""] + direction(by_series) +
                      ["", "![idleness vs latency](idleness_vs_latency.png)",
                       "![images/sec vs latency](images_per_sec_vs_latency.png)", ""])
