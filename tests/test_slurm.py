@@ -58,7 +58,7 @@ def test_multi_worker_mirrored_two_workers(slurm, logdir):
     out, run = run_slurm(slurm, logdir, "mwms", "--strategy=multi_worker_mirrored", "--num_workers=2")
     with open(os.path.join(run, "slurm.sbatch")) as f:
         script = f.read()
-    assert "#SBATCH --ntasks=2" in script and "#SBATCH --nodes=1" in script and "#SBATCH --cpus-per-task=1" in script
+    assert "#SBATCH --ntasks-per-node=2" in script and "#SBATCH --nodes=1" in script and "#SBATCH --cpus-per-task=1" in script
     tasks = task_records(run)
     assert sorted(tasks) == ["worker_0", "worker_1"]
     assert all(t["host"] == HOST and t["num_measured_steps"] == 3 and t["replicas"] == 2 for t in tasks.values())

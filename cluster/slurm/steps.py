@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import sys
 from typing import Dict, List
-
-import portpicker
 
 from cluster.ports import port_is_free
 from cluster.slurm import layout
@@ -27,6 +26,7 @@ from tfbench.results.rundir import RunDir
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLACEHOLDER_HOST = "slurm-node"  # Slurm picks the nodes; tasks learn their address at start-up
 DONE_FILE = "slurm.done"  # written when the tasks' step is over: node monitors stop
+PORT_FLOOR = 20000  # task ports are picked between this and the ephemeral range
 
 
 def plan_for(config: RunConfig) -> ClusterPlan:
@@ -56,13 +56,25 @@ def tasks_per_node(config: RunConfig, plan: ClusterPlan) -> int:
 
 
 def pick_port_base(config: RunConfig, tasks_per_node: int) -> int:
-    """--base_port, or the first of tasks_per_node consecutive ports free on this node."""
+    """--base_port, or the first of tasks_per_node consecutive ports free on this node, below the
+    kernel's ephemeral range: the tasks bind them seconds after submission, and an ephemeral port
+    (srun's own I/O sockets, any outgoing connection) could be taken by then."""
     if config.base_port:
         return config.base_port
+    low = min(ephemeral_low(), 65536 - tasks_per_node)
     while True:
-        base = portpicker.pick_unused_port()
-        if base + tasks_per_node < 65536 and all(port_is_free(base + i) for i in range(tasks_per_node)):
+        base = random.randrange(PORT_FLOOR, max(PORT_FLOOR + 1, low - tasks_per_node))
+        if all(port_is_free(base + i) for i in range(tasks_per_node)):
             return base
+
+
+def ephemeral_low() -> int:
+    """The first port of this machine's ephemeral range (net.ipv4.ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="utf-8") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def environment(run: RunDir, port_base: int) -> Dict[str, str]:
