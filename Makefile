@@ -29,7 +29,8 @@ horovod: $(HVD_STAMP)
 slurm:
 	bash tools/install_slurm.sh
 
-# The default job: a few-minute comparison of strategies on ResNet50, table and plots.
+# The default job: a few-minute comparison of strategies on ResNet50 (3 points, ~3 min on 2 cores),
+# table and plots.
 # Every `make run` measures afresh, into sweeps/quick-<time>.
 run: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml --sweep_dir=sweeps/quick-$$(date +%Y%m%d-%H%M%S)
@@ -55,25 +56,31 @@ bench: setup
 soak: setup
 	$(PY) -m tools.soak --runs=50
 
+# PS vs MWMS vs Horovod, 1-2 one-core workers, batch 8/16/32, forward and train, ResNet50 32 px:
+# 36 points, ~18 min on 2 cores (docs/sweeps.md).
 sweep: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/default.yaml
 
-# Every strategy, 1 and 2 one-core workers, ResNet50 64 px: rates and scaling efficiency.
+# Every strategy, 1 and 2 one-core workers, ResNet50 64 px: rates and scaling efficiency
+# (11 points, ~6 min on 2 cores).
 strategies: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/strategies.yaml
 
 # Sync vs async vs bounded-staleness parameter servers, MWMS and Horovod on real data (digits),
-# 1-4 workers, with and without a straggler: staleness, idleness, time to 90% accuracy (~10 min).
+# 1-4 workers, with and without a straggler: staleness, idleness, time to 90% accuracy:
+# 23 points, ~10 min on 2 cores (docs/sync-async.md).
 staleness: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/staleness.yaml --sweep_dir=sweeps/staleness-$$(date +%Y%m%d-%H%M%S)
 
-# PS (collocated, separate), MWMS and Horovod on emulated hosts, 1-4 workers, per link rate (~20 min).
+# PS (collocated, separate), MWMS and Horovod on emulated hosts, 1-4 workers, per link rate:
+# 32 points, ~10 min on 2 cores (docs/network.md).
 network: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/network.yaml --sweep_dir=sweeps/network-$$(date +%Y%m%d-%H%M%S)
 
 # The performance model: a sweep on emulated hosts (PS vs MWMS, 1-3 workers, 50/100/200 Mbit/s),
 # then fit, validate on held-out runs and predict to 1024 workers; prints `median abs error = X%`
-# and writes <sweep>/model/summary.md with one plot per link (~12 min on 2 cores).
+# and writes <sweep>/model/summary.md with one plot per link: 18 points, ~10 min on 2 cores
+# (docs/performance-model.md).
 model: setup
 	d=sweeps/model-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/model.yaml --sweep_dir=$$d --report=false; \
@@ -81,8 +88,9 @@ model: setup
 
 # Worker idleness and images/sec against link latency (0-200 ms, the user-space delay line):
 # asynchronous parameter servers at 1 and 2 ps for 2 workers and batch 32 and 256, and a
-# synchronous series; says whether the studies' direction holds (~40 min on 2 cores: a 200 ms
-# point takes 3-4 min, mostly TensorFlow's cluster start-up over 400 ms round trips).
+# synchronous series; says whether the studies' direction holds: 25 points, ~40 min on 2 cores
+# (a 200 ms point takes 3-4 min, mostly TensorFlow's cluster start-up over 400 ms round trips;
+# docs/network.md).
 latency: setup
 	d=sweeps/latency-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --sweep_dir=$$d/async --report=false; \
@@ -91,7 +99,8 @@ latency: setup
 	$(PY) -m tools.latency_report $$d
 
 # PS (separate) vs MWMS, 1-4 workers on 100 Mbit links: local emulated hosts and Slurm jobs on a
-# private Slurm of emulated nodes side by side, bytes per step per host against the law (~9 min, root).
+# private Slurm of emulated nodes side by side, bytes per step per host against the law:
+# 16 points, ~9 min on 2 cores, root (docs/clusters.md).
 network-slurm: setup slurm
 	$(PY) -m tools.sweep --config=tools/sweeps/network-slurm.yaml --sweep_dir=sweeps/network-slurm-$$(date +%Y%m%d-%H%M%S)
 
