@@ -30,7 +30,8 @@ ENTRY_POINTS = {
 # Every command a user runs; --helpfull must answer like --help, with exit code 0.
 USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.plan", "cluster.k8s", "cluster.merge", "cluster.netns",
                      "tools.sweep", "tools.report", "tools.soak", "tools.tb_export", "tools.bench",
-                     "tools.bench_overhead", "tools.peak", "tools.minimal_loop")
+                     "tools.bench_overhead", "tools.peak", "tools.minimal_loop", "tools.model", "tools.latency_report",
+                     "tools.delay_line_ceiling")
 
 
 def test_every_run_config_field_is_a_declared_flag():

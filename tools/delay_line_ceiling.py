@@ -21,8 +21,10 @@ from absl import app, flags
 
 from cluster import delay_line, link_probe, links, netns
 from tfbench.config import ConfigError, link_rate_bps
+from tfbench.config import helptext as usage
 
 FLAGS = flags.FLAGS
+PROG = "tools.delay_line_ceiling"
 flags.DEFINE_list("links", ["unshaped:1", "unshaped:20", "100mbit:20"], "rate:one-way delay ms of each link to measure")
 flags.DEFINE_float("seconds", 3.0, "how long each stream is counted")
 
@@ -69,8 +71,7 @@ def main(argv) -> int:
     try:
         wanted = parse(FLAGS.links)
     except ConfigError as e:
-        print(f"tools.delay_line_ceiling: {e}", file=sys.stderr)
-        return 2
+        usage.fail_usage(str(e), PROG)
     print("| link | one-way delay ms | TCP Mbit/s (one stream) | packets/s through the delay line | delay line CPU (cores) |")
     print("|---|---|---|---|---|")
     for rate, bps, ms in wanted:
@@ -80,4 +81,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Links", ["links", "seconds"])], PROG))

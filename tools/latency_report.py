@@ -166,6 +166,9 @@ def plot(by_series, y, ylabel: str, path: str) -> None:
 
 
 def main(argv: List[str]) -> int:
+    if len(argv) == 2 and argv[1] in ("-h", "--help", "--helpfull"):
+        print(__doc__.strip())
+        return 0
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         print("tfbench: error: give the directory of a latency sweep: python -m tools.latency_report DIR",
               file=sys.stderr)
