@@ -269,3 +269,11 @@ def test_bytes_per_step_table_puts_local_and_slurm_hosts_side_by_side(tmp_path, 
     assert rows == [["ps host", "N = 2", "2.00 / 2.10", "2.04 / 2.08 |"],
                     ["each worker host (mean)", "1", "0.95 / 1.10", "1.01 / 1.00 |"]]
     assert "| reference (\\|w\\|) |" in "\n".join(lines)
+
+
+def test_slurm_nodes_is_blank_off_slurm():
+    local = aggregate.identity({"strategy": "multi_worker_mirrored", "num_workers": 2, "launcher": "local",
+                                "slurm_nodes": 1})
+    slurm = aggregate.identity({"strategy": "multi_worker_mirrored", "num_workers": 2, "launcher": "slurm",
+                                "slurm_nodes": 0})
+    assert local["slurm_nodes"] is None and slurm["slurm_nodes"] == 0

@@ -23,12 +23,14 @@ _BOOKKEEPING = ("run_id", "logdir", "seed", "deadline", "stall_timeout", "monito
 
 def identity(config: Dict) -> Dict:
     """The config that defines a point: bookkeeping dropped, num_ps and num_local_devices made
-    effective, and its `scale` added: the N of scaling efficiency (workers; mirrored: devices)."""
+    effective, slurm_nodes blanked off Slurm, and its `scale` added: the N of scaling efficiency (workers; mirrored: devices)."""
     ident = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k not in _BOOKKEEPING}
     strategy = ident.get("strategy")
     ident["num_ps"] = effective_num_ps(strategy, ident.get("num_ps") or 0)
     ident["num_local_devices"] = effective_num_local_devices(strategy, ident.get("num_local_devices") or 0)
     ident["scale"] = ident["num_local_devices"] or ident.get("num_workers") or 1
+    if ident.get("launcher", "local") != "slurm" and "slurm_nodes" in ident:
+        ident["slurm_nodes"] = None  # not a Slurm run: no node count to show
     return ident
 
 

@@ -81,7 +81,8 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
                                                                    for k in (primary, *keys))):
             members.sort(key=lambda p: _order(p.config.get(x)))
             c = members[0].config
-            extra = ", ".join(f"{k}={_value(c.get(k))}" for k in shown.get(repr(c.get(primary)), ()))
+            extra = ", ".join(f"{k}={_value(c.get(k))}" for k in shown.get(repr(c.get(primary)), ())
+                              if c.get(k) is not None)  # a key that does not apply to this line
             label = _value(c.get(primary)) + (f" ({extra})" if extra else "")
             drawn.append(Line(label, members, x))
         title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)
