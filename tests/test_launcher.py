@@ -163,10 +163,11 @@ DRIVER = textwrap.dedent("""
     from tfbench.config import RunConfig
     from tfbench.results.rundir import RunDir
     run = RunDir(sys.argv[1])
+    before = signal.getsignal(signal.SIGINT)  # Python's default handler, or SIG_IGN when started in the background
     result = launcher.run(ClusterPlan.from_dict(run.read_json("plan.json")),
                           run, RunConfig.from_dict(run.read_json("config.json")),
                           command_for=lambda spec: [sys.executable, sys.argv[3]])
-    restored = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    restored = signal.getsignal(signal.SIGINT) is before
     print("RESULT " + json.dumps({"reason": result.reason, "exit_code": result.exit_code,
                                   "restored": restored}))
 """)
