@@ -125,7 +125,7 @@ class ParameterServerAdapter(StrategyAdapter):
 
         self.build_model()
         self.initial_weights = self.weights()
-        iterator = self._dataset()
+        iterator = self.iterator = self._dataset()  # held: freeing it on the coordinator is slow (tfbench.task)
         self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
         self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
         saver = checkpoints.make(self, getattr(self, "run_dir", None))
@@ -175,7 +175,7 @@ class ParameterServerAdapter(StrategyAdapter):
         """After the measured window: closures that only pull the weights (3 per worker)."""
         from strategies import ps_async
 
-        step = ps_async.pull_step(self)
+        step = self.pull_fn = ps_async.pull_step(self)  # held, as the iterator
         values = [self.coordinator.schedule(step, args=(iterator,)) for _ in range(per_worker * self.num_workers)]
         self.coordinator.join()
         return [p for p in (ps_async.fetched(v, self) for v in values) if p is not None]
