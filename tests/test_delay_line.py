@@ -4,7 +4,6 @@ see, jitter that never reorders, the launcher with a delayed network, and nothin
 builder killed with SIGKILL. Needs root."""
 import io
 import os
-import signal
 import socket
 import subprocess
 import sys

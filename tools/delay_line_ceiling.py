@@ -12,7 +12,6 @@ it built.
 """
 from __future__ import annotations
 
-import sys
 import time
 from typing import List, Tuple
 
