@@ -45,10 +45,13 @@ def test_parameter_server_host_moves_n_times_w_per_step(logdir):
     split = {}
     hosts = per_step(logdir, "ps", "--strategy=parameter_server", "--ps_placement=separate", "--ps_sync", split=split)
     print({h: (round(tx, 3), round(rx, 3)) for h, (tx, rx) in hosts.items()}, split["mean_s"])
-    # the step split's pull really moves |w| to every worker: N·|w| leave the ps host
+    # the step split's pull really moves |w| to the worker over its own link, and its push moves
+    # |w| back after it: at least wire time of |w|, and of 2·|w| for both. (Whether the workers'
+    # pulls overlap on the ps link, which would take N·|w| of wire time, depends on how the
+    # synchronous workers happen to line up, so it is not a bound.)
     assert split["sum_check"]["within"]
-    assert split["mean_s"]["pull"] >= 0.7 * wire_s(N * W_BYTES)
-    assert split["mean_s"]["communication"] >= 0.7 * wire_s(2 * N * W_BYTES)
+    assert split["mean_s"]["pull"] >= 0.9 * wire_s(W_BYTES)
+    assert split["mean_s"]["communication"] >= 0.9 * wire_s(2 * W_BYTES)
     assert sorted(hosts) == ["h0", "h1", "h2"]  # two worker hosts, the ps host
     assert hosts["h2"] == pytest.approx((N, N), rel=0.15)
     for worker in ("h0", "h1"):
