@@ -76,6 +76,24 @@ def test_emulated_hosts_show_namespaces_addresses_shaping_and_wrapped_commands(t
     assert "unshaped veth" in render(tmp_path, network="emulated", strategy="multi_worker_mirrored", num_workers=2)
 
 
+def test_slurm_on_emulated_nodes_shows_the_private_cluster_and_asks_no_sinfo(tmp_path, monkeypatch):
+    from test_engine_cores import fake_slurm
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("PATH", fake_slurm(tmp_path, "1\\n"))  # an sinfo that would refuse 2 CPUs per node
+    config = dict(launcher="slurm", network="emulated", link_bandwidth="100mbit", slurm_nodes=3,
+                  strategy="parameter_server", ps_placement="separate", num_workers=2)
+    plan = checked_plan(RunConfig(**config))
+    out = render(tmp_path, plan, **config)
+    assert f"each emulated node claims CPUs=2, all of them sharing this machine's {os.cpu_count()} cores" in out
+    assert "first a private Slurm of 3 emulated node(s)" in out and "10.X.Y.254" in out
+    assert "node h1: slurmd -N h1 in namespace tfb-KEY-h1 (hostname h1), eth0 10.X.Y.3, claims CPUs=2; tasks: ps_0" in out
+    assert "node h2: slurmd -N h2 in namespace tfb-KEY-h2 (hostname h2), eth0 10.X.Y.4, claims CPUs=2; tasks: " \
+           "worker_0, worker_1" in out
+    assert "links: every host link shaped to 100 Mbit/s each way" in out
+    assert "#SBATCH --nodes=3\n" in out and "#SBATCH --ntasks-per-node=2\n" in out
+
+
 def test_local_multi_task_runs_show_their_private_namespace(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     out = render(tmp_path, strategy="multi_worker_mirrored", num_workers=2)

@@ -8,7 +8,9 @@ functions the launcher itself calls, with nothing started and nothing written.
   environment of Horovod's rendezvous in the switch namespace (no horovodrun).
 - slurm: the sbatch script it would write and submit (outside an allocation) or the srun steps
   (inside one), and which task each Slurm rank becomes; Horovod ranks meet at the rendezvous the
-  launching process serves (no horovodrun).
+  launching process serves (no horovodrun). With --network=emulated, first the private Slurm of
+  emulated nodes it would start: the daemons, each node's namespace, address, CPUs and tasks, and
+  the links.
 
 What exists only once the run starts is shown by name: KEY (the run's 6 hex digits, naming its
 namespaces), 10.X.Y (the /24 the key picks) and PORT (the rendezvous server's port).
@@ -20,11 +22,11 @@ import os
 import shlex
 from typing import Dict, List
 
-from cluster import horovod_elastic, links, netns, netns_exec, private_net
+from cluster import horovod_elastic, links, netns, netns_exec, private_net, root_link
 from cluster.launchers.base import default_command
 from cluster.launchers.local import default_group_command
 from cluster.launchers.slurm import inside_allocation
-from cluster.slurm import batch, steps
+from cluster.slurm import batch, layout, steps
 from cluster.slurm import horovod as slurm_horovod
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import with_hosts
@@ -37,7 +39,9 @@ PORT = "PORT"
 
 
 def render(config: RunConfig, plan: ClusterPlan, run: RunDir) -> str:
-    if config.launcher == "slurm":
+    if config.launcher == "slurm" and config.network == "emulated":
+        where, body = "as Slurm tasks on emulated nodes", _slurm_nodes(config, plan) + _slurm(config, plan, run)
+    elif config.launcher == "slurm":
         where, body = "as Slurm tasks", _slurm(config, plan, run)
     elif config.network == "emulated":
         where, body = "on emulated hosts (a network namespace each, joined by links)", _emulated(config, plan, run)
@@ -135,6 +139,22 @@ def _rank_envs(plan: ClusterPlan, rendezvous_address: str) -> Dict[str, Dict[str
             "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_GLOO_IFACE")
     envs = horovod_gloo.rank_envs(plan, rendezvous_address, PORT, links.HOST_IFACE)
     return {plan.horovod_rank(r).name: {k: env[k] for k in keep} for r, env in enumerate(envs)}
+
+
+def _slurm_nodes(config: RunConfig, plan: ClusterPlan) -> List[str]:
+    """cluster.launchers.slurm_nodes: the private Slurm of emulated nodes the job is submitted to."""
+    placed = layout.of(config, plan)
+    cpus = placed.tasks_per_node * steps.cpus_per_task(config)
+    lines = [f"first a private Slurm of {placed.num_nodes} emulated node(s) (cluster.slurm.node_cluster): munged and "
+             f"slurmctld on this machine, reached by the nodes at {SUBNET}.{root_link.HOST_PART} (an unshaped login "
+             f"link into switch namespace {netns.ns_name(KEY, 'sw')}); SLURM_CONF points at its slurm.conf"]
+    for i in range(placed.num_nodes):
+        lines.append(f"  node h{i}: slurmd -N h{i} in namespace {netns.ns_name(KEY, f'h{i}')} (hostname h{i}), "
+                     f"{links.HOST_IFACE} {SUBNET}.{i + 2}, claims CPUs={cpus}; tasks: {', '.join(placed.tasks_on(i))}")
+    lines.append(f"links: {_shaping(config)}")
+    lines.append("then the link probe (cluster.link_probe) measures h0-h1 as for --network=emulated, and the job "
+                 "below is submitted to that cluster; its daemons, namespaces and links stop when the job ends")
+    return lines
 
 
 def _slurm(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:

@@ -7,10 +7,14 @@ sinfo lists every node's CPUs. When it answers, a run whose tasks cannot fit the
 does not answer (no Slurm configuration here, as on a machine that only prepares or dry-runs a
 job), the request is trusted and Slurm refuses a job no node can hold; the plan's notes (printed
 by --dry_run, kept in plan.json and the cluster record) say which of the two happened.
+
+A run on the private Slurm of emulated nodes (--network=emulated) asks no sinfo: that cluster
+does not exist yet, and each of its nodes claims exactly the CPUs its tasks ask for.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 from typing import Optional, Tuple
 
@@ -46,6 +50,9 @@ def check_cores(config: RunConfig, plan: ClusterPlan) -> str:
     per_node = steps.tasks_per_node(config, plan)
     need = per_task * per_node
     asked = f"{per_task} CPU(s) per Slurm task (--cores_per_worker), {per_node} task(s) per node = {need} per node"
+    if config.network == "emulated":
+        return (f"cores: {asked}; each emulated node claims CPUs={need}, all of them sharing this machine's "
+                f"{os.cpu_count()} cores")
     largest, why = largest_node_cpus(config.slurm_partition)
     where = f"partition {config.slurm_partition}" if config.slurm_partition else "the cluster"
     if largest is None:
