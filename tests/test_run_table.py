@@ -44,3 +44,13 @@ def test_images_and_updates_per_second_share_one_printed_window():
     assert int(images.group(1)) / window == pytest.approx(float(images.group(3)), abs=0.06)
     assert int(updates.group(2)) / window == pytest.approx(float(updates.group(4)), abs=0.06)
     assert float(updates.group(4)) * 4 == pytest.approx(float(images.group(3)), abs=0.3)  # 4 images per update
+
+
+def test_an_update_whose_pull_alone_took_longer_shows_no_made_up_compute():
+    split = {"updates": 3, "pull_and_compute_s": 0.015, "push_s": 0.01, "wait_s": 0.001}
+    line = table.time_split_line([
+        {"index": 0, "time_split": dict(split, pull_s=0.02, compute_s=0.0)},
+        {"index": 1, "time_split": dict(split, pull_s=0.005, compute_s=0.01)}])
+    assert "worker_0 pull+compute 15.0 (the pull alone took 20.0) + push 10.0 + wait 1.0" in line
+    assert "worker_1 pull 5.0 + compute 10.0 + push 10.0 + wait 1.0" in line
+    assert "compute 0.0" not in line

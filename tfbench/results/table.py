@@ -115,8 +115,12 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
         if not s.get("updates"):
             continue
         ms = lambda key: f"{s[key] * 1e3:.1f}" if s.get(key) is not None else "?"  # noqa: E731
-        parts.append(f"worker_{t['index']} pull {ms('pull_s')} + compute {ms('compute_s')} + push {ms('push_s')} "
-                     f"+ wait {ms('wait_s')}")
+        if s.get("pull_s") is not None and s["pull_s"] >= s.get("pull_and_compute_s", 0.0):
+            # the pull alone took longer than pull and compute inside the update: no compute to tell apart
+            head = f"pull+compute {ms('pull_and_compute_s')} (the pull alone took {ms('pull_s')})"
+        else:
+            head = f"pull {ms('pull_s')} + compute {ms('compute_s')}"
+        parts.append(f"worker_{t['index']} {head} + push {ms('push_s')} + wait {ms('wait_s')}")
     if not parts:
         return None
     return "time per update, ms (pull measured alone; compute = the rest up to the gradients): " + "; ".join(parts)
