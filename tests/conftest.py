@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -49,3 +50,44 @@ def logdir(tmp_path):
     for p in leftovers:
         p.kill()
     assert not leftovers, f"processes left behind: {[p.pid for p in leftovers]}"
+
+
+LEFTOVER_GRACE_S = 10.0
+_BEFORE = pytest.StashKey[dict]()
+_LEFT = pytest.StashKey[list]()
+
+
+def suite_leftovers(before: dict) -> list:
+    """What cluster.leftovers finds now and did not before, one line each."""
+    from cluster import leftovers
+
+    new = leftovers.new_since(before, leftovers.snapshot())
+    return sorted(f"{kind}: {item}" for kind, items in new.items() for item in items)
+
+
+def pytest_sessionstart(session):
+    from cluster import leftovers
+
+    session.config.stash[_BEFORE] = leftovers.snapshot()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the suite when it leaves anything behind that was not there at its start
+    (cluster.leftovers), however every test ended."""
+    before = session.config.stash.get(_BEFORE, None)
+    left = suite_leftovers(before) if before is not None else []
+    deadline = time.monotonic() + LEFTOVER_GRACE_S  # a clean-up may still be reaping what it killed
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = suite_leftovers(before)
+    session.config.stash[_LEFT] = left
+    if left:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    left = config.stash.get(_LEFT, [])
+    if left:
+        terminalreporter.section("left behind by the test suite", red=True)
+        for line in left:
+            terminalreporter.line(line, red=True)

@@ -21,7 +21,7 @@ import psutil
 import yaml
 from absl import app, flags
 
-from cluster import netns
+from cluster import leftovers, netns
 from tfbench.config import helptext as usage
 
 FLAGS = flags.FLAGS
@@ -52,19 +52,13 @@ def define_flags() -> None:
 
 
 def snapshot() -> Dict[str, Set]:
-    """What a run could leave behind, as sets that can be compared."""
-    me = psutil.Process()
-    procs, ports = set(), set()
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if p.pid != me.pid and any(k in cmd for k in ("tfbench.task", "-m tfbench", "horovodrun", "cluster.netns_exec")):
-            procs.add(f"{p.pid} {cmd[:80]}")
-    for c in psutil.net_connections(kind="tcp"):
-        if c.status == psutil.CONN_LISTEN:
-            ports.add(f"{c.laddr.ip}:{c.laddr.port}")
+    """What a run could leave behind (cluster.leftovers), and listening ports, Slurm jobs,
+    temporary directories and this process's open files, as sets that can be compared."""
+    ports = {f"{c.laddr.ip}:{c.laddr.port}" for c in psutil.net_connections(kind="tcp")
+             if c.status == psutil.CONN_LISTEN}
     temp = {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(("tmp", "tfbench"))}
-    return {"processes": procs, "listening ports": ports, "namespaces": set(netns.list_namespaces()),
-            "slurm jobs": _slurm_jobs(), "temp dirs": temp, "open files": {f.path for f in me.open_files()}}
+    return {**leftovers.snapshot(), "listening ports": ports, "slurm jobs": _slurm_jobs(), "temp dirs": temp,
+            "open files": {f.path for f in psutil.Process().open_files()}}
 
 
 SLURM_ENV: Dict[str, str] = {}  # SLURM_CONF of the soak's private Slurm, once started
@@ -84,7 +78,7 @@ def leaks(before: Dict[str, Set], settle_s: float = 3.0) -> Dict[str, Set]:
     deadline = time.time() + settle_s
     while True:
         now = snapshot()
-        extra = {k: now[k] - before[k] for k in now}
+        extra = leftovers.new_since(before, now)
         if not any(extra.values()) or time.time() > deadline:
             return extra
         time.sleep(0.5)

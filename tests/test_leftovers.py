@@ -1,0 +1,49 @@
+"""cluster.leftovers, behind the suite's own end check (conftest) and make soak, sees what a
+leaking run would leave."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import suite_leftovers
+from cluster import leftovers
+
+
+def test_a_daemon_left_running_is_seen_and_nothing_once_it_is_gone(tmp_path):
+    before = leftovers.snapshot()
+    folder = tmp_path / "tfbench-leak"  # as a private Slurm's directory is named
+    folder.mkdir()
+    shutil.copy("/bin/sleep", folder / "munged")
+    daemon = subprocess.Popen([str(folder / "munged"), "30"])
+    try:
+        (left,) = suite_leftovers(before)
+        assert left.startswith(f"processes: {daemon.pid} {tmp_path}")
+    finally:
+        daemon.kill()
+        daemon.wait()
+    assert suite_leftovers(before) == []
+
+
+def test_a_sleeping_process_of_someone_else_is_not_a_leftover():
+    before = leftovers.snapshot()
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        assert suite_leftovers(before) == []
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_a_namespace_left_behind_is_seen():
+    from pyroute2 import netns as pyroute2_netns
+
+    name = "tfb-1eaf00-h0"
+    before = leftovers.snapshot()
+    pyroute2_netns.create(name)
+    try:
+        assert suite_leftovers(before) == [f"namespaces: {name}"]
+    finally:
+        pyroute2_netns.remove(name)
+    assert suite_leftovers(before) == []
