@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Optional
 
+from tfbench.monitor import grid
 from tfbench.monitor.host_links import HostLinks
 from tfbench.results.rundir import RunDir
 from tfbench.tensorboard import timeline
@@ -44,12 +45,7 @@ class LinkMonitor:
         self._thread.start()
 
     def _loop(self) -> None:
-        deadline = time.monotonic()
-        while True:
-            deadline = max(deadline + self._interval, time.monotonic())
-            if self._stop.wait(deadline - time.monotonic()):
-                return
-            self._sample(write_events=True)
+        grid.every(self._interval, self._stop, lambda: self._sample(write_events=True))
 
     def _sample(self, write_events: bool) -> None:
         now = time.time()

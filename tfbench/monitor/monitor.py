@@ -15,7 +15,7 @@ import time
 from typing import Callable, Dict, Optional
 
 from tfbench.config import RunConfig
-from tfbench.monitor import netstat
+from tfbench.monitor import grid, netstat
 from tfbench.monitor.gpu import GpuSampler
 from tfbench.monitor.host import HostSampler, machine_cores
 from tfbench.monitor.host_links import HostLinks
@@ -118,13 +118,11 @@ class Monitor:
     # ---- sampling -------------------------------------------------------------------------
     def _loop(self) -> None:
         """Samples on a fixed grid, first one interval after start() so host rates have a base."""
-        deadline = time.monotonic()
-        while True:
-            deadline = max(deadline + self._interval, time.monotonic())
-            if self._stop_event.wait(deadline - time.monotonic()):
-                return
-            with self._lock:
-                self._guard(self._sample)
+        grid.every(self._interval, self._stop_event, self._locked_sample)
+
+    def _locked_sample(self) -> None:
+        with self._lock:
+            self._guard(self._sample)
 
     def _sample(self) -> None:
         now = time.time()
