@@ -9,7 +9,8 @@ compared kind by kind, shows what was left behind.
 from __future__ import annotations
 
 import os
-from typing import Dict, Set
+import time
+from typing import Callable, Dict, Set
 
 import psutil
 
@@ -52,3 +53,15 @@ def snapshot() -> Dict[str, Set[str]]:
 def new_since(before: Dict[str, Set[str]], now: Dict[str, Set[str]]) -> Dict[str, Set[str]]:
     """What `now` holds that `before` did not, kind by kind."""
     return {kind: items - before.get(kind, set()) for kind, items in now.items()}
+
+
+def left_since(before: Dict[str, Set[str]], settle_s: float,
+               take: Callable[[], Dict[str, Set[str]]] = snapshot) -> Dict[str, Set[str]]:
+    """What `take()` holds that `before` did not, once it is gone or `settle_s` have passed: a
+    clean-up may still be reaping what it stopped."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        extra = new_since(before, take())
+        if not any(extra.values()) or time.monotonic() > deadline:
+            return extra
+        time.sleep(0.5)

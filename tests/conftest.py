@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
@@ -52,16 +51,16 @@ def logdir(tmp_path):
     assert not leftovers, f"processes left behind: {[p.pid for p in leftovers]}"
 
 
-LEFTOVER_GRACE_S = 10.0
+LEFTOVER_GRACE_S = 10.0  # a clean-up may still be reaping what it killed
 _BEFORE = pytest.StashKey[dict]()
 _LEFT = pytest.StashKey[list]()
 
 
-def suite_leftovers(before: dict) -> list:
-    """What cluster.leftovers finds now and did not before, one line each."""
+def suite_leftovers(before: dict, settle_s: float = 0.0) -> list:
+    """What cluster.leftovers finds now (or after up to settle_s) and did not before, one line each."""
     from cluster import leftovers
 
-    new = leftovers.new_since(before, leftovers.snapshot())
+    new = leftovers.left_since(before, settle_s)
     return sorted(f"{kind}: {item}" for kind, items in new.items() for item in items)
 
 
@@ -75,11 +74,7 @@ def pytest_sessionfinish(session, exitstatus):
     """Fails the suite when it leaves anything behind that was not there at its start
     (cluster.leftovers), however every test ended."""
     before = session.config.stash.get(_BEFORE, None)
-    left = suite_leftovers(before) if before is not None else []
-    deadline = time.monotonic() + LEFTOVER_GRACE_S  # a clean-up may still be reaping what it killed
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = suite_leftovers(before)
+    left = suite_leftovers(before, LEFTOVER_GRACE_S) if before is not None else []
     session.config.stash[_LEFT] = left
     if left:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -5,9 +5,10 @@ Jia et al. measured, for parameter servers, that workers sit idle more as the ne
 grows (10 -> 200 ms: ~10% -> ~72%) and less with more parameter servers per worker and with
 larger batches. Here, per series (sync or async, ps:workers, batch): one point per latency.
 
-Idleness of a worker: the share of the global step in which it does not compute, from the run's
-step split (1 - compute / step, tfbench.measure.breakdown); the record's own `idleness` (share of
-the window with no closure running on the worker) is shown beside it. Writes DIR/latency/
+Idleness of a worker: the share of the global step in which it does not compute, 1 - c / step,
+c the least compute per step of its series in the runs' step splits (tfbench.measure.breakdown;
+see NOTE); the idleness from each run's own recorded compute and the record's own `idleness`
+(share of the window with no closure running on the worker) are shown beside it. Writes DIR/latency/
 summary.md, idleness_vs_latency.png and images_per_sec_vs_latency.png, and prints the table.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from tfbench.config import helptext as usage
 from tools.runs import Run, find_runs
 
 NOTE = ("Idleness is the share of a worker's global step not spent on the forward and backward pass of its "
@@ -54,7 +56,7 @@ def idleness_of(by_series: Dict[Series, List[Tuple[float, Run]]]) -> Dict[str, f
     take round trips: at 200 ms that share of "compute" is 20x the 0 ms one."""
     out = {}
     for pts in by_series.values():
-        found = {r.path: compute_and_step(r) for _, r in pts if compute_and_step(r)}
+        found = {path: cs for path, cs in ((r.path, compute_and_step(r)) for _, r in pts) if cs}
         if found:
             least = min(c for c, _ in found.values())
             out.update({path: max(0.0, 1.0 - least / step) for path, (_, step) in found.items()})
@@ -166,7 +168,7 @@ def plot(by_series, y, ylabel: str, path: str) -> None:
 
 
 def main(argv: List[str]) -> int:
-    if len(argv) == 2 and argv[1] in ("-h", "--help", "--helpfull"):
+    if len(argv) == 2 and argv[1] in usage.ANY_HELP:
         print(__doc__.strip())
         return 0
     if len(argv) != 2 or not os.path.isdir(argv[1]):

@@ -44,9 +44,9 @@ def fail(message: str) -> None:
 
 def run(argv: List[str]) -> None:
     """Dispatches `argv[1]` (the verb) with the rest of the command line as its flags."""
-    if len(argv) < 2 or (argv[1].startswith("-") and argv[1] not in usage.HELP_ARGS + (usage.HELPFULL,)):
+    if len(argv) < 2 or (argv[1].startswith("-") and argv[1] not in usage.ANY_HELP):
         fail(f"give a verb first: python -m tools.model VERB [--flag=value ...]; verbs: {', '.join(VERBS)}")
-    if argv[1] in usage.HELP_ARGS or argv[1] == usage.HELPFULL:
+    if argv[1] in usage.ANY_HELP:
         print(__doc__.strip())
         sys.exit(0)
     name = argv[1]

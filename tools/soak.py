@@ -75,13 +75,7 @@ def _slurm_jobs() -> Set[str]:
 
 def leaks(before: Dict[str, Set], settle_s: float = 3.0) -> Dict[str, Set]:
     """What is there now and was not before (waits a little for exiting processes)."""
-    deadline = time.time() + settle_s
-    while True:
-        now = snapshot()
-        extra = leftovers.new_since(before, now)
-        if not any(extra.values()) or time.time() > deadline:
-            return extra
-        time.sleep(0.5)
+    return leftovers.left_since(before, settle_s, snapshot)
 
 
 def report(label: str, extra: Dict[str, Set]) -> bool:

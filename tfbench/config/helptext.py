@@ -18,6 +18,7 @@ from absl import flags
 FLAGS = flags.FLAGS
 HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
 HELPFULL = "--helpfull"
+ANY_HELP = (*HELP_ARGS, HELPFULL)  # for entry points whose --help and --helpfull print the same
 Groups = Sequence[Tuple[str, Sequence[str]]]  # (title, flag names)
 _NAME_WIDTH = 34
 _WIDTH = 100
