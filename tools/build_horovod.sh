@@ -12,7 +12,7 @@ VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
 HVD_VERSION=0.28.1
 CACHE=${TFBENCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfbench/wheels}
-TF_VERSION=$("$PY" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')
+TF_VERSION=$("$PY" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
 CACHE_DIR="$CACHE/tf-$TF_VERSION"
 
 if "$PY" -c 'import horovod.tensorflow' 2>/dev/null; then
