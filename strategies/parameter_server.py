@@ -23,7 +23,9 @@ from typing import Dict, List
 
 from strategies import placement, staleness
 from strategies.base import Measurement, StrategyAdapter
+from tfbench.config import knobs
 from tfbench.loop.benchmark import StepTiming
+from tfbench.measure import comm
 from tfbench.tensorboard.events import EventWriter
 
 
@@ -45,6 +47,33 @@ IDLENESS = ("share of the coordinator's measured window this worker ran no closu
             "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
 
 
+def variable_partitioner(config, num_ps: int):
+    """--ps_partitioner (tfbench.config.knobs): none places whole variables round-robin over the
+    ps; min_size splits a variable along its first axis into shards of at least
+    --ps_min_shard_bytes, at most one per ps; fixed splits every variable into one shard per ps."""
+    from tfbench.framework.tf_import import tf
+
+    partitioners = tf.distribute.experimental.partitioners
+    if num_ps < 2 or config.ps_partitioner == "none":
+        return None
+    if config.ps_partitioner == "fixed":
+        return partitioners.FixedShardsPartitioner(num_shards=num_ps)
+    return partitioners.MinSizePartitioner(min_shard_bytes=config.ps_min_shard_bytes, max_shards=num_ps)
+
+
+def bytes_per_ps(variables) -> Dict[str, dict]:
+    """What each ps holds of `variables` (shards of a partitioned variable counted where they
+    live): bytes and variable shards per ps task, from the live variables' devices."""
+    held: Dict[str, dict] = {}
+    for v in variables:
+        for component in getattr(v, "variables", None) or [v]:
+            device = placement.short_device(component.device)
+            entry = held.setdefault(device, {"bytes": 0, "shards": 0})
+            entry["bytes"] += int(component.shape.num_elements()) * component.dtype.size
+            entry["shards"] += 1
+    return dict(sorted(held.items()))
+
+
 class ParameterServerAdapter(StrategyAdapter):
     """The coordinator's side (the chief task)."""
 
@@ -56,12 +85,9 @@ class ParameterServerAdapter(StrategyAdapter):
         # the runtime placement (placement.placer_log_devices), not the requested devices.
         tf.debugging.set_log_device_placement(True)
         num_ps = len(self.plan.cluster_spec.get("ps", []))
-        partitioner = None
-        if num_ps > 1:
-            partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-                min_shard_bytes=256 << 10, max_shards=num_ps)
         strategy = tf.distribute.ParameterServerStrategy(
-            tf.distribute.cluster_resolver.TFConfigClusterResolver(), variable_partitioner=partitioner)
+            tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+            variable_partitioner=variable_partitioner(self.config, num_ps))
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         self.num_workers = len(self.plan.cluster_spec.get("worker", []))
         self.shards_used: List[List[int]] = []
@@ -128,7 +154,7 @@ class ParameterServerAdapter(StrategyAdapter):
         iterator = self.iterator = self._dataset()  # held: freeing it on the coordinator is slow (tfbench.task)
         self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
         self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
-        saver = checkpoints.make(self, getattr(self, "run_dir", None))
+        saver = checkpoints.make(self, self.run_dir)
         self.first_step = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
         self.first_measured = benchmark.first_measured_step(self.config, self.first_step)
         hooks = benchmark.StepHooks(profiler, self._evaluation_hook(), saver)
@@ -156,7 +182,7 @@ class ParameterServerAdapter(StrategyAdapter):
         weights from the ps between rounds while asynchronous workers keep training."""
         from tfbench.loop import convergence
 
-        self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
+        self.evaluator = convergence.make(self.config, self.model, self.run_dir, self.task.name,
                                           "/job:chief/replica:0/task:0/device:CPU:0", pauses_training=self.sync)
         if self.evaluator is None:
             return None
@@ -228,8 +254,14 @@ class ParameterServerAdapter(StrategyAdapter):
                 c["staleness"] = c["applied"] - 1 - c["read"]
                 c["clock_staleness"] = clocks.get(c["applied"])
         stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
+        shards = bytes_per_ps(self.model.variables)
         base = dict(self.summary(), ps_sync=sync, num_ps=len(self.plan.cluster_spec.get("ps", [])),
-                    ps_staleness_bound=self.config.ps_staleness_bound)
+                    ps_staleness_bound=self.config.ps_staleness_bound, ps_shards=shards,
+                    **knobs.knobs_of(self.config))
+        if train:
+            base["comm_plan"] = comm.plan_parameter_server(
+                [int(c.shape.num_elements()) * c.dtype.size for v in self.model.trainable_variables
+                 for c in (getattr(v, "variables", None) or [v])])
         if self.config.checkpoint_every:
             base.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=self.first_step)
         last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
@@ -301,7 +333,7 @@ class ParameterServerAdapter(StrategyAdapter):
         name = f"{role}_{index}"
         if role == "chief":
             placement.flush_c_stdout()
-        logs = getattr(self, "run_dir", None)
+        logs = self.run_dir
         log = logs.task_log(name) if logs is not None else ""
         report = placement.report(
             self.config, self.device if role == "worker" else "strategy-placed",

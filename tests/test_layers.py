@@ -9,7 +9,7 @@ import os
 from conftest import ROOT
 
 PACKAGES = ("tfbench", "strategies", "cluster", "tools")
-ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.usage", "tools",
+ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.tune", "tfbench.usage", "tools",
                 "cluster.plan", "cluster.k8s", "cluster.merge")
 # Bottom to top. A module's floor is that of the longest prefix naming it.
 FLOORS = (

@@ -77,11 +77,32 @@ def main(argv) -> int:
             plan = make_plan(config)
         if config.launcher != "slurm" or config.network == "emulated":  # every task on this machine
             memory_estimate = check_memory(config, plan, count=not FLAGS.dry_run)
+        if FLAGS.tune:
+            tune_grid = check_tune(config)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:
-        return dry_run(config, plan, memory_estimate)
+        code = dry_run(config, plan, memory_estimate)
+        if FLAGS.tune:
+            print(f"--tune would run {len(tune_grid)} points (each a run as above, with): "
+                  + "; ".join(" ".join(f"{k}={v}" for k, v in p.items()) for p in tune_grid))
+        return code
+    if FLAGS.tune:
+        from tfbench import tune
+
+        return tune.tune(config, FLAGS.tune_budget, FLAGS.tune_store)
     return launch(config, plan)
+
+
+def check_tune(config) -> list:
+    """--tune's grid, or ConfigError: a strategy without knobs, a budget that runs nothing."""
+    from tfbench.config import knobs
+
+    if FLAGS.tune_budget <= 0:
+        raise ConfigError(f"--tune_budget must be positive seconds, got {FLAGS.tune_budget:g}")
+    if config.fault or config.straggler:
+        raise ConfigError("--tune compares knobs on a healthy cluster: leave out --fault and --straggler")
+    return knobs.tune_points(config)
 
 
 def dry_run(config, plan, memory_estimate=None) -> int:

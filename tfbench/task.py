@@ -132,9 +132,8 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     import strategies
     from tfbench.loop.benchmark import Profiler, Reporter
 
-    adapter = strategies.create(config, task, plan)
+    adapter = strategies.create(config, task, plan, run)  # run: where the other tasks' logs (placement evidence) are
     startup.mark("strategy_ready")
-    adapter.run_dir = run  # where the other tasks' logs (placement evidence) are
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
                         images_per_step=config.batch_size * adapter.local_replicas

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Tuple
 import tfbench.config as config_lib
 from cluster import preflight
 from tfbench.config.errors import ConfigError
+from tfbench.results import tuned
 
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
 # repeats of one point are spread over the sweep rather than measured back to back.
@@ -21,7 +22,10 @@ AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_dev
         "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
         "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler")
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
-_SWEEP_OWNED = ("logdir", "run_id")
+_SWEEP_OWNED = ("logdir", "run_id", "knob_source")
+# tuning: default runs each strategy at its knobs' defaults; best at a saved tuning's winner
+# (tfbench.results.tuned), a point of its own only where that differs from the default.
+TUNINGS = ("default", "best")
 _DEFAULTS = config_lib.RunConfig()
 _FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
 
@@ -81,12 +85,13 @@ class Grid:
     repeats: int = 1
     fixed: Dict[str, Any] = dataclasses.field(default_factory=dict)
     timeout_s: float = 0.0  # per point; 0: none
+    tuning: Tuple[str, ...] = ("default",)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Grid":
         """Validates names and types; an axis left out keeps tfbench's default."""
         d = dict(d or {})
-        unknown = set(d) - set(AXES) - {"repeats", "fixed", "timeout_s"}
+        unknown = set(d) - set(AXES) - {"repeats", "fixed", "timeout_s", "tuning"}
         if unknown:
             raise ConfigError(f"unknown sweep key(s) {', '.join(sorted(unknown))}; axes are {', '.join(AXES)}, "
                               f"other flags go under 'fixed'")
@@ -111,18 +116,24 @@ class Grid:
         timeout_s = float(d.get("timeout_s", 0.0))
         if timeout_s < 0:
             raise ConfigError(f"timeout_s must be 0 (none) or positive, got {timeout_s}")
-        return cls(axes=axes, repeats=repeats, fixed=fixed, timeout_s=timeout_s)
+        tuning = d.get("tuning", ["default"])
+        tuning = tuple(dict.fromkeys(tuning if isinstance(tuning, (list, tuple)) else [tuning]))
+        if not tuning or any(t not in TUNINGS for t in tuning):
+            raise ConfigError(f"sweep key 'tuning' takes {' and/or '.join(TUNINGS)}, got {list(tuning)}")
+        return cls(axes=axes, repeats=repeats, fixed=fixed, timeout_s=timeout_s, tuning=tuning)
 
     def to_dict(self) -> dict:
         d = {name: [list(v) if isinstance(v, tuple) else v for v in values] for name, values in self.axes.items()}
         d["repeats"] = self.repeats
         d["fixed"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.fixed.items()}
         d["timeout_s"] = self.timeout_s
+        d["tuning"] = list(self.tuning)
         return d
 
     def same_points(self, other: "Grid") -> bool:
         """True when both grids describe the same runs (the timeout may differ)."""
-        return (self.axes, self.repeats, self.fixed) == (other.axes, other.repeats, other.fixed)
+        return (self.axes, self.repeats, self.fixed, self.tuning) == (other.axes, other.repeats, other.fixed,
+                                                                       other.tuning)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,14 +141,29 @@ class Point:
     id: str
     values: Dict[str, Any]  # every axis, normalised
     repeat: int
+    knobs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # a saved tuning's, off their defaults
+    knob_source: str = ""
 
     def flags(self, fixed: Dict[str, Any]) -> List[str]:
         """tfbench flags for this point (the sweep adds --logdir and --run_id)."""
-        merged = {**self.values, **fixed}
+        merged = {**self.values, **fixed, **self.knobs}
+        if self.knob_source:
+            merged["knob_source"] = self.knob_source
         return [f"--{name}={flag_value(value)}" for name, value in merged.items()]
 
 
-def point_id(values: Dict[str, Any], repeat: int) -> str:
+def saved_knobs(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> Tuple[Dict[str, Any], str]:
+    """(the knobs a saved tuning chose that differ from their defaults, where they came from);
+    ConfigError when the setting was never tuned."""
+    config = config_lib.RunConfig(**{**values, **fixed, "logdir": logdir})
+    chosen = {k: v for k, v in tuned.best_knobs(config).items() if getattr(_DEFAULTS, k) != v}
+    if not chosen:
+        return {}, ""
+    entry = tuned.best(config.to_dict(), config.strategy)
+    return chosen, f"tuned {entry.get('measured')} at {entry.get('tfbench_commit')}"
+
+
+def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> str:
     """E.g. parameter_server-w2-ps1-b16-train-soft-cpu-resnet50-64px-r0."""
     parts = [values["strategy"], f"w{values['num_workers']}"]
     if values["strategy"] == "mirrored":
@@ -157,6 +183,7 @@ def point_id(values: Dict[str, Any], repeat: int) -> str:
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
     parts += ["xla"] if values.get("xla") else []
     parts += [f"slow-{values['straggler'].replace(':', 'x')}"] if values.get("straggler") else []
+    parts += ["tuned"] if tuned_point else []
     parts.append(f"r{repeat}")
     return "-".join(str(p) for p in parts)
 
@@ -192,21 +219,25 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
     for repeat in range(grid.repeats):
         for combo in itertools.product(*(grid.axes[name] for name in AXES)):
             values = _normalise(dict(zip(AXES, combo)))
-            pid = point_id(values, repeat)
-            if pid in verdicts:
-                collapsed += 1
-            else:
-                verdicts[pid] = reason = _rejection(values, grid.fixed, logdir)
-                if reason:
-                    dropped[reason] = dropped.get(reason, 0) + 1
+            for tuning in grid.tuning:
+                reason = _rejection(values, grid.fixed, logdir)
+                knob_values, source = saved_knobs(values, grid.fixed, logdir) if tuning == "best" and not reason \
+                    else ({}, "")
+                pid = point_id(values, repeat, tuned_point=bool(knob_values))
+                if pid in verdicts:
+                    collapsed += 1  # also a best that is the default: one point
                 else:
-                    points.append(Point(pid, values, repeat))
-            for axis_value in zip(AXES, combo):
-                if verdicts[pid]:
-                    counts = reasons.setdefault(axis_value, {})
-                    counts[verdicts[pid]] = counts.get(verdicts[pid], 0) + 1
-                else:
-                    kept_values.add(axis_value)
+                    verdicts[pid] = reason
+                    if reason:
+                        dropped[reason] = dropped.get(reason, 0) + 1
+                    else:
+                        points.append(Point(pid, values, repeat, knob_values, source))
+                for axis_value in zip(AXES, combo):
+                    if verdicts[pid]:
+                        counts = reasons.setdefault(axis_value, {})
+                        counts[verdicts[pid]] = counts.get(verdicts[pid], 0) + 1
+                    else:
+                        kept_values.add(axis_value)
     unselected = [(axis, value, max(counts, key=counts.get)) for (axis, value), counts in reasons.items()
                   if (axis, value) not in kept_values]
     if unselected:  # name the value the reason is about, else one of an axis the sweep varies

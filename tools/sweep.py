@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-import signal
-import subprocess
 import sys
 import time
 from typing import Callable, Dict, Optional, Sequence, Tuple
@@ -24,6 +22,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import yaml
 from absl import app, flags
 
+from cluster.child_run import last_line, run_command
 from tfbench.config import helptext as usage
 from tfbench.config.errors import ConfigError
 from tools import grid as grid_lib
@@ -37,7 +36,6 @@ DEFAULT_COMMAND = (sys.executable, "-m", "tfbench")
 # After the per-point timeout, tfbench (given the same --deadline) should have ended its own
 # tasks; only then is its process group stopped from here.
 KILL_GRACE_S = 20.0
-STOP_WAIT_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +96,7 @@ def run_point(sweep: SweepDir, point: grid_lib.Point, grid: grid_lib.Grid, comma
     status, reason, rate = _outcome(returncode, os.path.join(sweep.runs_dir, run_id), stderr_path, limit)
     attempt = {"point_id": point.id, "run_id": run_id, "status": status, "reason": reason,
                "returncode": returncode, "elapsed_s": round(elapsed, 3), "finished_at": time.time(),
-               "values": {k: list(v) if isinstance(v, tuple) else v for k, v in point.values.items()},
+               "values": {k: list(v) if isinstance(v, tuple) else v for k, v in {**point.values, **point.knobs}.items()},
                "repeat": point.repeat, "argv": argv}
     if rate is not None:
         attempt["images_per_sec"] = rate
@@ -119,65 +117,6 @@ def _outcome(returncode: Optional[int], run_dir: str, stderr_path: str,
     return DONE, "", run.images_per_sec
 
 
-def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout_s: Optional[float]) -> Optional[int]:
-    """Exit code of `argv`, or None when it ran past `timeout_s` and was stopped.
-
-    The command gets a process group of its own so that stopping it also stops the tasks it
-    started; an interrupt of the sweep stops it the same way before propagating, and a sweep
-    killed outright (SIGKILL) has the kernel send it SIGTERM, on which tfbench tears its run down.
-    """
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_terminate_with(os.getpid()))
-        try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            return None
-        except BaseException:
-            _stop(proc)
-            raise
-
-
-def _terminate_with(parent: int):
-    """For the child, before exec: SIGTERM when the sweep dies (prctl PR_SET_PDEATHSIG); a sweep
-    that died before that was set ends the child at once."""
-    def preexec() -> None:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=STOP_WAIT_S)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def last_line(path: str) -> str:
-    """The last non-empty line of a (possibly large) text file."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            tail = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 # ---- command line ----------------------------------------------------------------------------
 
 def define_flags() -> None:
@@ -187,6 +126,9 @@ def define_flags() -> None:
     flags.DEFINE_string("sweep_dir", "", "Directory of the sweep; default sweeps/<config file name>.")
     for name in grid_lib.AXES:
         flags.DEFINE_list(name, None, f"Values of --{name} to sweep (replaces the config's axis).")
+    flags.DEFINE_list("tuning", None, "default and/or best: each strategy at its knobs' defaults, and at the knobs a "
+                                      "saved tuning chose (tools/sweeps/tuned.json; a point of its own only where "
+                                      "they differ). Replaces the config's tuning.")
     flags.DEFINE_integer("repeats", None, "Runs of every point (replaces the config's repeats).")
     flags.DEFINE_multi_string("set", None, "flag=value passed to every point, e.g. --set=num_steps=5.")
     flags.DEFINE_float("timeout", None, "Seconds one point may take (0: no limit); also passed as --deadline.")
@@ -213,6 +155,8 @@ def supplied_grid() -> Optional[grid_lib.Grid]:
             d[name], given = FLAGS[name].value, True
     if FLAGS.repeats is not None:
         d["repeats"], given = FLAGS.repeats, True
+    if FLAGS.tuning is not None:
+        d["tuning"], given = FLAGS.tuning, True
     if FLAGS.set:
         fixed = dict(d.get("fixed") or {})
         for item in FLAGS.set:
@@ -264,7 +208,7 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return [("Sweep", ["config", "sweep_dir", "repeats", "set", "timeout", "command", "dry_run", "report"]),
+    return [("Sweep", ["config", "sweep_dir", "tuning", "repeats", "set", "timeout", "command", "dry_run", "report"]),
             ("Axes (comma-separated values; each replaces that axis of --config)", list(grid_lib.AXES))]
 
 

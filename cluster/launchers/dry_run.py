@@ -30,7 +30,7 @@ from cluster.slurm import batch, layout, steps
 from cluster.slurm import horovod as slurm_horovod
 from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import with_hosts
-from tfbench.config import RunConfig
+from tfbench.config import RunConfig, knobs
 from tfbench.results.rundir import RunDir
 
 KEY = "KEY"
@@ -49,6 +49,8 @@ def render(config: RunConfig, plan: ClusterPlan, run: RunDir) -> str:
         where, body = "as processes of this machine", _local(config, plan, run)
     lines = [f"tfbench: dry run: {len(plan.tasks)} task(s) of {plan.strategy} would start {where}; "
              f"run directory {run.path} (not created)"]
+    if knobs.knobs_for(config.strategy):
+        lines.append(f"knobs: {knobs.describe(config)}")
     lines += [f"tfbench: warning: {w}" for w in plan.warnings]
     lines += [f"note: {n}" for n in plan.notes]
     return "\n".join(lines + body)

@@ -8,7 +8,7 @@ import os
 import re
 from typing import Optional
 
-from tfbench.config import checks
+from tfbench.config import checks, knobs
 from tfbench.config.choices import (
     ALL_REDUCE,
     DATA_FORMATS,
@@ -103,10 +103,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
         need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
     need(not c.ps_sync or c.mode == "train",
          "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
-    need(c.strategy == "multi_worker_mirrored" or c.all_reduce == "auto",
-         "--all_reduce applies to --strategy=multi_worker_mirrored only")
-    need(c.strategy == "horovod" or not c.horovod_fp16_allreduce,
-         "--horovod_fp16_allreduce applies to --strategy=horovod only")
+    knobs.check(c)
     need(c.num_local_devices <= 1 or c.strategy in ("default", "mirrored"),
          "--num_local_devices applies to --strategy=mirrored or default only")
     need(c.strategy != "default" or c.num_local_devices <= 1,
