@@ -53,7 +53,7 @@ class HorovodAdapter(SyncAdapter):
 
         hvd, config, model, optimizer = self.hvd, self.config, self.model, self.optimizer
         batches = self._rank_batches()
-        compression = compressor(hvd, config.horovod_compression)
+        compression = self.compressor = compressor(hvd, config.horovod_compression)
         marks = []  # the gradients-done timestamp of the trace being built
 
         def wrap(tape):
@@ -108,6 +108,7 @@ class HorovodAdapter(SyncAdapter):
     def summary(self):
         out = super().summary()
         out.update(knobs.knobs_of(self.config))
+        out["horovod_compressor"] = self.compressor.__name__ if hasattr(self, "compressor") else None
         out["horovod_environment"] = {k: os.environ[k] for k in sorted(os.environ) if k in HOROVOD_KNOB_ENV}
         if self.config.mode == "train":
             out["comm_plan"] = comm.plan_horovod(gradient_bytes(self.model), self.config.horovod_fusion_threshold_mb,

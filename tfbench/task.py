@@ -139,7 +139,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
                         images_per_step=config.batch_size * adapter.local_replicas
                         if task.role != "chief" else config.batch_size * adapter.replicas)
     startup.watch(reporter, config.num_warmup_steps)
-    profiler = Profiler(config.profile_steps, run.task_tb(task.name)) if config.profile_steps else None
+    profiler = Profiler(config.profiled_steps, run.task_tb(task.name)) if config.profiled_steps else None
     try:
         measurements = adapter.run(reporter, profiler)
     finally:

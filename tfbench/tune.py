@@ -168,6 +168,6 @@ def _write(run, config: RunConfig, grid: List[Point], best: Optional[Point], bud
         f.write(f"# Tuning of {config.strategy}\n\n{document['setting']}\n\n{text}\n\n{verdict}\n")
     print(text + "\n" + verdict, flush=True)
     if entry is not None and store != "none":
-        path = store or tuned.DEFAULT_STORE
+        path = tuned.store_path(store)
         tuned.save(config.to_dict(), config.strategy, entry, path)
         print(f"saved to {path}", flush=True)

@@ -7,6 +7,9 @@
 # source file. The wheel is cached outside the clone (TFBENCH_WHEEL_CACHE) so that a fresh clone
 # installs in seconds instead of rebuilding for ~8 minutes. See BUILD.md.
 set -euo pipefail
+# TensorFlow's C++ start-up notices (oneDNN, CUDA drivers, CPU features) are INFO and WARNING
+# lines; the checks below import TensorFlow several times, so keep them off the console.
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 
 VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
@@ -42,4 +45,5 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$CACHE_DIR"/horovod-"$HVD_VERSION"-*.whl | head -n 1)
 fi
 "$PY" -m pip install --quiet "$wheel"
-"$VENV/bin/horovodrun" --check-build >/dev/null
+# TensorFlow's CUDA-stub notice is logged before its log level applies: shown only on failure.
+check=$("$VENV/bin/horovodrun" --check-build 2>&1) || { echo "$check" >&2; exit 1; }

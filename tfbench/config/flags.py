@@ -122,6 +122,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("boolean", "monitor", "Sample CPU, memory and network of every task."),
         ("float", "monitor_interval", "Seconds between system samples."),
         ("integer", "display_every", "Print a progress line every this many steps."),
+        ("boolean", "profile", "Capture a TensorFlow profile of the measured window, one step marker per step "
+                               "(TensorBoard's Profile tab: overview, trace viewer), into tb/<task>/plugins/profile."),
         ("list", "profile_steps", "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of."),
         ("string", "fault", "Faults the launcher injects: TASK:kill@STEP (SIGKILL) or TASK:hang@STEP (SIGSTOP) once "
                             "STEP measured steps are done, comma-separated; a killed parameter-server worker is "

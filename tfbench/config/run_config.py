@@ -60,6 +60,7 @@ class RunConfig:
     stall_timeout: float = 600.0  # seconds without step progress from any worker
     monitor: bool = True
     monitor_interval: float = 1.0
+    profile: bool = False  # a TensorFlow profile of the measured window, one step marker per step
     profile_steps: Tuple[int, ...] = ()
     # Launch: where the tasks start.
     launcher: str = "local"  # local: processes on this machine; slurm: srun steps / an sbatch job
@@ -124,6 +125,13 @@ class RunConfig:
     @property
     def link_rate_bps(self) -> int:
         return choices.link_rate_bps(self.link_bandwidth)
+
+    @property
+    def profiled_steps(self) -> Tuple[int, ...]:
+        """The first and last step profiled: --profile_steps, or with --profile the measured window."""
+        if self.profile:
+            return (self.num_warmup_steps, self.total_steps - 1)
+        return self.profile_steps
 
     @property
     def total_steps(self) -> int:

@@ -88,6 +88,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.num_local_devices >= 0, f"--num_local_devices must be 0 or more, got {c.num_local_devices}")
     need(0 <= c.base_port < 65536, f"--base_port must be a TCP port, got {c.base_port}")
     need(all(h.strip() for h in c.hosts) and len(c.hosts) > 0, "--hosts must be a comma-separated list of host names")
+    need(not (c.profile and c.profile_steps), "--profile traces the measured window; leave out --profile_steps, "
+                                             "or give --profile_steps alone for other steps")
     for step in c.profile_steps:
         need(0 <= step < c.total_steps,
              f"--profile_steps={step} is outside the run's steps 0..{c.total_steps - 1}")

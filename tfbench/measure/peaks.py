@@ -14,12 +14,12 @@ conditions (describe); a fraction above 1 says that the peak, not the run, is wr
 """
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import time
 from typing import Optional
 
+from tfbench.framework import distribution
 from tfbench.measure import json_cache
 
 CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
@@ -36,12 +36,7 @@ def cache_path() -> str:
 
 
 def tf_version() -> str:
-    for package in ("tensorflow-cpu", "tensorflow"):
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "none"
+    return distribution.tensorflow_version()
 
 
 def read_cpu_model() -> str:

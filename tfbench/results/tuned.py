@@ -21,6 +21,11 @@ SETTING = ("model", "mode", "image_size", "batch_size", "num_workers", "cores_pe
            "ps_placement", "ps_sync", "network", "link_bandwidth", "link_latency", "precision", "device")
 DEFAULT_STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "tools", "sweeps", "tuned.json")
+STORE_ENV = "TFBENCH_TUNED_STORE"  # another store for every reader and writer (tests, a user's own)
+
+
+def store_path(path: Optional[str] = None) -> str:
+    return path or os.environ.get(STORE_ENV) or DEFAULT_STORE
 
 
 def setting_key(values: Dict) -> str:
@@ -28,19 +33,20 @@ def setting_key(values: Dict) -> str:
     return " ".join(f"{name}={values.get(name)}" for name in SETTING)
 
 
-def read(path: str = DEFAULT_STORE) -> Dict:
+def read(path: Optional[str] = None) -> Dict:
+    path = store_path(path)
     if not os.path.exists(path):
         return {}
     with open(path) as f:
         return json.load(f)
 
 
-def best(values: Dict, strategy: str, path: str = DEFAULT_STORE) -> Optional[Dict]:
+def best(values: Dict, strategy: str, path: Optional[str] = None) -> Optional[Dict]:
     """The saved entry for this setting and strategy, or None."""
     return read(path).get(setting_key(values), {}).get(strategy)
 
 
-def best_knobs(config, path: str = DEFAULT_STORE) -> Dict[str, object]:
+def best_knobs(config, path: Optional[str] = None) -> Dict[str, object]:
     """The knob settings a prior tuning saved for `config`'s setting and strategy ({} where no
     knob changes anything there); ConfigError (one line) when none was saved."""
     strategy, values = config.strategy, config.to_dict()
@@ -48,13 +54,14 @@ def best_knobs(config, path: str = DEFAULT_STORE) -> Dict[str, object]:
         return {}
     entry = best(values, strategy, path)
     if entry is None:
-        raise ConfigError(f"no saved tuning of {strategy} for {setting_key(values)} in {path}; run "
+        raise ConfigError(f"no saved tuning of {strategy} for {setting_key(values)} in {store_path(path)}; run "
                           f"`python -m tfbench --tune` with that setting first")
     return dict(entry["knobs"])
 
 
-def save(values: Dict, strategy: str, entry: Dict, path: str = DEFAULT_STORE) -> None:
+def save(values: Dict, strategy: str, entry: Dict, path: Optional[str] = None) -> None:
     """Adds or replaces one entry, under a lock (two tunings may end at once)."""
+    path = store_path(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     lock = os.open(folder, os.O_RDONLY)  # the folder is the lock: no lock file is left beside the store
