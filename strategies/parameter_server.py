@@ -5,7 +5,7 @@ schedules every step onto whichever worker is free. Variables live on the ps tas
 across them with more than one ps).
 
 - asynchronous (--ps_sync=false, TF2's native mode): every scheduled step applies its own
-  gradients. A cluster step is one round of N scheduled steps (N updates, DESIGN.md); each
+  gradients. A cluster step is one round of N scheduled steps (N updates, docs/definitions.md); each
   worker's record holds its own update times, labelled as such.
 - synchronous (--ps_sync=true, train only): one update per global step, aggregated and applied
   on the ps tasks (strategies.ps_sync); each worker's record holds its gradient closures and

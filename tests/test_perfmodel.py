@@ -1,5 +1,5 @@
 """The performance model's equations against their closed forms on hand-computed numbers, the
-reference points of DESIGN.md, the bottleneck names and the what-if answers."""
+reference points of docs/definitions.md, the bottleneck names and the what-if answers."""
 import ast
 import dataclasses
 import math
@@ -122,7 +122,7 @@ def test_tree_allreduce_rounds():
 
 
 def test_reference_points_for_four_workers():
-    """DESIGN.md: PS >= 2N*T, tree 2*ceil(log2 N)*T, ring 2(N-1)/N*T; the lecture's 6T is the
+    """docs/definitions.md: PS >= 2N*T, tree 2*ceil(log2 N)*T, ring 2(N-1)/N*T; the lecture's 6T is the
     tree with the ps as root of the 4 workers (5 nodes)."""
     t = W / BETA
     assert eq.sync_ps(4, W, 0.0, NO_ALPHA)["step_s"] == pytest.approx(8 * t)

@@ -1,7 +1,7 @@
 """From runs to points: repeats combined, scaling efficiency, and paired comparisons.
 
 A point is one configuration; its repeats are runs whose configs differ only in bookkeeping
-(run id, logdir, seed, monitoring, deadlines). Numbers follow DESIGN.md and come from
+(run id, logdir, seed, monitoring, deadlines). Numbers follow docs/definitions.md and come from
 tfbench.measure.stats, so a report can never disagree with what tfbench printed.
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Point:
 
     @property
     def stats(self) -> Optional[Dict]:
-        """Step-time statistics, one sample per global step (DESIGN.md). With repeats, over the
+        """Step-time statistics, one sample per global step (docs/definitions.md). With repeats, over the
         runs' mean global-step times, so the 95% CI is the between-run one; with one run, over
         that run's global steps."""
         if self.between_runs:

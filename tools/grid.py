@@ -65,7 +65,7 @@ def flag_value(value: Any) -> str:
 
 def same_cores_per_worker(axes: Dict[str, Tuple[Any, ...]], fixed: Dict[str, Any]) -> Dict[str, Any]:
     """A sweep over cluster sizes that does not fix --cores_per_worker gets the cores per worker of
-    its widest point for every point, so its 1-worker baselines are comparable (DESIGN.md:
+    its widest point for every point, so its 1-worker baselines are comparable (docs/definitions.md:
     scaling efficiency needs the same cores per worker) instead of taking the whole machine."""
     if "cores_per_worker" in fixed:
         return {}

@@ -1,5 +1,5 @@
 """The report's bytes-per-step table: each emulated host's link traffic per global step in units of
-|w|, against DESIGN.md's law, with local emulated runs and runs on Slurm's emulated nodes side
+|w|, against docs/definitions.md's law, with local emulated runs and runs on Slurm's emulated nodes side
 by side.
 
 |w| is 4 bytes per trainable parameter (tfbench.measure.flops counts them). The hosts come from

@@ -1,4 +1,4 @@
-"""Step-time statistics, exactly as DESIGN.md defines them."""
+"""Step-time statistics, exactly as docs/definitions.md defines them."""
 from __future__ import annotations
 
 import math

@@ -26,7 +26,7 @@ def _cores(t: dict) -> str:
 
 
 def render(config, cluster: dict, tasks: List[dict]) -> str:
-    """Per-replica and global batch both appear, as DESIGN.md asks."""
+    """Per-replica and global batch both appear, as docs/definitions.md asks."""
     first = tasks[0] if tasks else {}
     replicas = first.get("replicas", config.num_workers)
     lines = [
