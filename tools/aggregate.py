@@ -18,7 +18,7 @@ from tools.runs import Run
 
 # Config keys that do not change what was measured.
 _BOOKKEEPING = ("run_id", "logdir", "seed", "deadline", "stall_timeout", "monitor", "monitor_interval",
-                "display_every", "profile", "profile_steps", "log_device_placement", "base_port", "knob_source")
+                "display_every", "profile", "profile_steps", "log_device_placement", "base_port")
 
 
 def identity(config: Dict) -> Dict:

@@ -18,12 +18,18 @@ from typing import List, Optional, Tuple
 
 from absl import app, flags
 
+from tfbench.config import RunConfig
 from tfbench.config import helptext as usage
+from tfbench.config.errors import ConfigError
 from tfbench.measure import peaks
+from tfbench.results import tuned
 from tools import bench_overhead
 
 flags.DEFINE_integer("scaling_image_size", 112, "Image side of the 2-vs-1-worker runs (ResNet50).")
 flags.DEFINE_list("scaling_strategies", ["multi_worker_mirrored", "horovod"], "Strategies of the 2-vs-1 runs.")
+flags.DEFINE_enum("scaling_knobs", "best", ["best", "default"],
+                  "Knobs of the 2-worker runs: best, a saved tuning's (tools/sweeps/tuned.json) where there is one "
+                  "for that setting; default: the strategies' defaults.")
 FLAGS = flags.FLAGS
 ROOT = bench_overhead.ROOT
 
@@ -76,16 +82,34 @@ def bf16_speedup(logdir: str, fp32_rate: float) -> str:
     return f"{cluster['images_per_sec'] / fp32_rate:.2f}x ({cluster['images_per_sec']:.2f} images/sec{peak})"
 
 
+def scaling_knobs(strategy: str) -> Tuple[List[str], str]:
+    """Flags of the 2-worker run's knobs and what they are: a saved tuning's, or the defaults."""
+    if FLAGS.scaling_knobs == "default":
+        return [], "default knobs"
+    config = RunConfig(model="resnet50", strategy=strategy, num_workers=2, cores_per_worker=1,
+                       image_size=FLAGS.scaling_image_size, batch_size=FLAGS.batch_size)
+    try:
+        chosen = tuned.best_knobs(config)
+    except ConfigError:
+        return [], "default knobs: no saved tuning for this setting"
+    entry = tuned.best(config.to_dict(), strategy) or {}
+    flags_ = [f"--{k}={v}" for k, v in chosen.items()]
+    return flags_, (f"tuned {entry.get('measured')}: {' '.join(flags_) or 'the defaults'}" if entry
+                    else "default knobs")
+
+
 def scaling(logdir: str, strategy: str) -> str:
     rates = {}
+    knob_flags, knob_text = scaling_knobs(strategy)
     for n in (1, 2):
         cluster, _, reason = tfbench_run(logdir, f"{strategy}-w{n}", f"--strategy={strategy}", f"--num_workers={n}",
-                                         "--cores_per_worker=1", f"--image_size={FLAGS.scaling_image_size}")
+                                         "--cores_per_worker=1", f"--image_size={FLAGS.scaling_image_size}",
+                                         *(knob_flags if n == 2 else []))
         if cluster is None:
             return f"n/a: {reason.replace('tfbench: error: ', '')}"
         rates[n] = cluster["images_per_sec"]
     return (f"{rates[2] / rates[1]:.2f}x ({rates[1]:.2f} -> {rates[2]:.2f} images/sec, "
-            f"efficiency {rates[2] / rates[1] / 2:.2f})")
+            f"efficiency {rates[2] / rates[1] / 2:.2f}; {knob_text})")
 
 
 def main(argv) -> None:
@@ -115,5 +139,5 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
     groups = [("Benchmark", ["repeats", "image_size", "batch_size", "num_warmup_steps", "num_steps",
-                             "scaling_image_size", "scaling_strategies"])]
+                             "scaling_image_size", "scaling_strategies", "scaling_knobs"])]
     app.run(main, flags_parser=usage.parser(__doc__, lambda: groups, "tools.bench"))

@@ -5,6 +5,7 @@ import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from tfbench.config import RunConfig, knobs
 from tools.aggregate import Comparison, Point, order_key, varying
 from tools.findings import findings
 
@@ -99,16 +100,29 @@ def _extra_keys(points: Sequence[Point], shown: Sequence[str]) -> List[str]:
     return varying(points, exclude=list(shown) + covered + [k for k in _HEADLINE if k not in ("model", "image_size")])
 
 
+def knobs_cell(config: Dict) -> str:
+    """The strategy's knobs off their defaults (tfbench.config.knobs), and where they came from."""
+    defaults = RunConfig()
+    changed = [f"{k.name}={config.get(k.name)}" for k in knobs.knobs_for(config.get("strategy", ""))
+               if k.name in config and config.get(k.name) != getattr(defaults, k.name)]
+    if not changed:
+        return "default"
+    return " ".join(changed) + (f" ({config['knob_source']})" if config.get("knob_source") else "")
+
+
 def results_table(points: Sequence[Point]) -> str:
-    standard = [k for k, _ in STANDARD + SETTINGS]
+    standard = [k for k, _ in STANDARD + SETTINGS] + [k.name for k in knobs.KNOBS]
     extra = _extra_keys(points, standard)
+    with_knobs = any(knobs_cell(p.config) != "default" for p in points)
     headers = ([h for _, h in STANDARD] + ["global batch"] + [h for _, h in SETTINGS] + extra +
+               (["knobs"] if with_knobs else []) +
                ["images/sec", "runs", "spread", "global step ms (mean ± 95% CI)", "jitter ms", "scaling eff."])
     rows = []
     for p in sorted(points, key=lambda p: order_key(p.config)):
         s = p.stats or {}
         rows.append([p.config.get(k) for k, _ in STANDARD] + [p.global_batch] +
                     [p.config.get(k) for k, _ in SETTINGS] + [p.config.get(k) for k in extra] +
+                    ([knobs_cell(p.config)] if with_knobs else []) +
                     [fmt(p.images_per_sec, 1), len(p.runs), fmt(p.spread, 1),
                      f"{fmt(ms(s.get('mean_s')), 1)} ± {fmt(ms(s.get('ci95_s')), 1)}",
                      fmt(ms(s.get("jitter_s")), 1), percent(p.efficiency)])
