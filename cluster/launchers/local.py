@@ -54,8 +54,8 @@ class _FreshPorts:
 class LocalLauncher(Launcher):
     name = "local"
 
-    def __init__(self, run: RunDir, command_for: Optional[TaskCommand] = None,
-                 group_command: Optional[GroupCommand] = None, config=None):
+    def __init__(self, run: RunDir, config=None, command_for: Optional[TaskCommand] = None,
+                 group_command: Optional[GroupCommand] = None):
         super().__init__(run, command_for)
         self.group_command = group_command or default_group_command(run, config)
         self.elastic = bool(config is not None and config.horovod_elastic)
