@@ -18,7 +18,6 @@ from tfbench.config import helptext as usage
 from tfbench.config.errors import ConfigError
 from tfbench.config.helptext import fail_usage
 from tfbench.measure import startup
-from tfbench.results import records
 
 FLAGS = flags.FLAGS
 
@@ -117,11 +116,8 @@ def dry_run(config, plan, memory_estimate=None) -> int:
 
 def launch(config, plan) -> int:
     from cluster.launchers import launch as launcher
+    from cluster import run_end
     from cluster.run_setup import prepare_run_dir
-    from tfbench.results import table
-    from tfbench.tensorboard import step_split
-    from tfbench.tensorboard import hint
-    from tfbench.tensorboard.hparams import write_hparams
 
     try:
         run = prepare_run_dir(config, plan)
@@ -130,12 +126,9 @@ def launch(config, plan) -> int:
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
     result = launcher.run(plan, run, config, monitor_factory=registry.monitor_factory(config),
                           record_hooks=registry.record_hooks(config))
-    write_hparams(run, config, result.cluster_record)
-    step_split.write(run, result.cluster_record)
-    if result.ok and result.cluster_record:
-        tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
-        print(table.render(config, result.cluster_record, tasks), flush=True)
-        print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
+    text = run_end.finish(run, config, result.cluster_record, result.ok)
+    if text:
+        print(text, flush=True)
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
