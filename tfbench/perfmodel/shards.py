@@ -27,6 +27,7 @@ model's graph) or from a shipped list.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import List, Sequence, Tuple
 
@@ -66,17 +67,17 @@ class Placement:
         return sum(1 if count else p.variable.nbytes for p in self.pieces
                    if p.shard == shard and (p.variable.trainable or not trainable_only))
 
-    @property
+    @functools.cached_property
     def shard_bytes(self) -> Tuple[int, ...]:
         """Trainable bytes per shard: what each worker pulls from it and pushes to it per update."""
         return tuple(self._sum(j, True, False) for j in range(self.num_ps))
 
-    @property
+    @functools.cached_property
     def shard_variables(self) -> Tuple[int, ...]:
         """Trainable variables (parts) per shard: a pull and a push message each per update."""
         return tuple(self._sum(j, True, True) for j in range(self.num_ps))
 
-    @property
+    @functools.cached_property
     def shard_all_bytes(self) -> Tuple[int, ...]:
         """Every variable's bytes per shard, non-trainable ones (moving statistics) included."""
         return tuple(self._sum(j, False, False) for j in range(self.num_ps))

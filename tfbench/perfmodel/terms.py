@@ -10,6 +10,7 @@ worker's compute per step, F the fabric's aggregate capacity in bytes/s.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -119,6 +120,7 @@ def messages_s(messages: float, per_message_s: float) -> float:
     return messages * per_message_s
 
 
+@functools.lru_cache(maxsize=None)
 def expected_max_std_normal(n: int) -> float:
     """E[max of N independent standard normal draws]:
     integral of N x phi(x) Phi(x)^(N-1) dx; 0 for N = 1, 1/sqrt(pi) for N = 2, 3/(2 sqrt(pi)) for 3."""
@@ -149,7 +151,7 @@ def straggler_wait_s(n: int, sigma_s: float, samples: Optional[Sequence[float]] 
         return expected_max_empirical(samples, n) - float(np.mean(samples))
     if sigma_s < 0:
         raise ValueError(f"sigma must be >= 0, got {sigma_s}")
-    return sigma_s * expected_max_std_normal(n)
+    return sigma_s * expected_max_std_normal(n) if sigma_s > 0 else 0.0
 
 
 INTRA_NODE = {
