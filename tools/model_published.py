@@ -17,8 +17,6 @@ the assumptions; standard output carries the table (--format=csv: plain CSV, hea
 """
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 import sys
 from typing import List, Sequence
@@ -30,6 +28,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.measure import variables as variables_lib
 from tfbench.models import MODELS
 from tfbench.perfmodel import clusterfit, published, shards, terms
+from tools import model_fit
 
 FLAGS = flags.FLAGS
 ASSUMPTIONS = (
@@ -92,14 +91,7 @@ def _params_lines(name: str, p: clusterfit.Params, fitted: Sequence[clusterfit.P
 
 
 def _emit(rows: List[List[str]], columns: Sequence[str]) -> str:
-    if FLAGS.format == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-        return out.getvalue().rstrip("\n")
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in [list(columns)] + rows)
+    return model_fit.text_table(rows, columns, FLAGS.format)
 
 
 COLUMNS = ("cluster", "gpus", "nodes", "num_ps", "mode", "role", "measured_images_per_sec", "predicted_images_per_sec",
