@@ -6,6 +6,9 @@ Verbs:
   fit       the parameters file from tfbench runs (python -m tools.model fit RUN_OR_SWEEP_DIR...)
   validate  fit on part of a sweep, predict the rest: measured, predicted, error per held-out run
   report    validate, fit and the what-if report of a sweep (`make model`): SWEEP_DIR/model/
+  published fit the published InceptionV3 tables (Piz Daint, p2.xlarge, p2.8xlarge) on <= 16 GPUs,
+            predict 32-128: measured, predicted, error per point and the median error
+  cluster   the same from your own measurements (python -m tools.model cluster FILE.csv)
 
 `python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
 the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
@@ -19,7 +22,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext as usage
-from tools import model_fit, model_predict, model_report
+from tools import model_fit, model_predict, model_published, model_report
 
 
 class Verb(NamedTuple):
@@ -34,6 +37,10 @@ VERBS: Dict[str, Verb] = {
     "fit": Verb(model_fit.__doc__, model_fit.help_groups, model_fit.define_flags, model_fit.fit_main),
     "validate": Verb(model_fit.__doc__, model_fit.help_groups, model_fit.define_flags, model_fit.validate_main),
     "report": Verb(model_report.__doc__, model_report.help_groups, model_report.define_flags, model_report.main),
+    "published": Verb(model_published.__doc__, model_published.help_groups, model_published.define_flags,
+                      model_published.published_main),
+    "cluster": Verb(model_published.__doc__, model_published.help_groups, model_published.define_flags,
+                    model_published.cluster_main),
 }
 
 

@@ -133,21 +133,23 @@ def row_values(row: validate_lib.Row) -> List[str]:
             row.bottleneck]
 
 
-def render(rows: Sequence[validate_lib.Row], fmt: str = "table") -> str:
-    values = [row_values(r) for r in rows]
+def text_table(rows: Sequence[Sequence[str]], columns: Sequence[str], fmt: str = "table") -> str:
+    """Rows as plain CSV (header first) or as left-aligned text columns."""
     if fmt == "csv":
         import csv
         import io
 
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(COLUMNS)
-        writer.writerows(values)
+        writer.writerow(columns)
+        writer.writerows(rows)
         return out.getvalue().rstrip("\n")
-    widths = [max(len(c), *(len(v[i]) for v in values)) for i, c in enumerate(COLUMNS)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(vals, widths)) for vals in values]
-    return "\n".join(lines)
+    widths = [max(len(c), *(len(v[i]) for v in rows)) for i, c in enumerate(columns)]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in [list(columns)] + list(rows))
+
+
+def render(rows: Sequence[validate_lib.Row], fmt: str = "table") -> str:
+    return text_table([row_values(r) for r in rows], COLUMNS, fmt)
 
 
 def summary_line(s: dict) -> str:

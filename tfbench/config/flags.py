@@ -13,7 +13,7 @@ from typing import Tuple
 from absl import flags
 
 import tfbench.config as config_lib
-from tfbench.models import MODELS
+from tfbench.models import MODELS, OWN_MODELS
 
 # Presets tbf can shape (fdr_ib, 56 Gbit/s, is refused: leave the rate empty for unshaped links).
 _SHAPED_PRESETS = [name for name, bps in config_lib.LINK_PRESETS.items() if bps <= config_lib.TBF_MAX_BPS]
@@ -24,7 +24,8 @@ _DEFAULTS = config_lib.RunConfig()
 # (title, ((kind, name, help), ...)): kind is an absl DEFINE_<kind>; the default is RunConfig's.
 GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("What runs", (
-        ("string", "model", f"Model: one of {', '.join(sorted(MODELS))}."),
+        ("string", "model", f"Model: {', '.join(OWN_MODELS)}, or a tf_keras.applications model by its snake-case "
+                            f"name ({', '.join(n for n in MODELS if n not in OWN_MODELS)})."),
         ("string", "mode", "train (forward+backward+SGD update) or forward (inference only)."),
         ("integer", "batch_size", "Batch size per replica; global batch = this x replicas."),
         ("integer", "image_size", "Side of the square images the model sees (after cropping)."),
