@@ -21,7 +21,7 @@ import collections
 import contextlib
 from typing import Dict, List
 
-from strategies import placement, staleness
+from strategies import placement, ps_placement, staleness
 from strategies.base import Measurement, StrategyAdapter
 from tfbench.config import knobs
 from tfbench.loop.benchmark import StepTiming
@@ -47,33 +47,6 @@ IDLENESS = ("share of the coordinator's measured window this worker ran no closu
             "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
 
 
-def variable_partitioner(config, num_ps: int):
-    """--ps_partitioner (tfbench.config.knobs): none places whole variables round-robin over the
-    ps; min_size splits a variable along its first axis into shards of at least
-    --ps_min_shard_bytes, at most one per ps; fixed splits every variable into one shard per ps."""
-    from tfbench.framework.tf_import import tf
-
-    partitioners = tf.distribute.experimental.partitioners
-    if num_ps < 2 or config.ps_partitioner == "none":
-        return None
-    if config.ps_partitioner == "fixed":
-        return partitioners.FixedShardsPartitioner(num_shards=num_ps)
-    return partitioners.MinSizePartitioner(min_shard_bytes=config.ps_min_shard_bytes, max_shards=num_ps)
-
-
-def bytes_per_ps(variables) -> Dict[str, dict]:
-    """What each ps holds of `variables` (shards of a partitioned variable counted where they
-    live): bytes and variable shards per ps task, from the live variables' devices."""
-    held: Dict[str, dict] = {}
-    for v in variables:
-        for component in getattr(v, "variables", None) or [v]:
-            device = placement.short_device(component.device)
-            entry = held.setdefault(device, {"bytes": 0, "shards": 0})
-            entry["bytes"] += int(component.shape.num_elements()) * component.dtype.size
-            entry["shards"] += 1
-    return dict(sorted(held.items()))
-
-
 class ParameterServerAdapter(StrategyAdapter):
     """The coordinator's side (the chief task)."""
 
@@ -87,7 +60,7 @@ class ParameterServerAdapter(StrategyAdapter):
         num_ps = len(self.plan.cluster_spec.get("ps", []))
         strategy = tf.distribute.ParameterServerStrategy(
             tf.distribute.cluster_resolver.TFConfigClusterResolver(),
-            variable_partitioner=variable_partitioner(self.config, num_ps))
+            variable_partitioner=ps_placement.variable_partitioner(self.config, num_ps))
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         self.num_workers = len(self.plan.cluster_spec.get("worker", []))
         self.shards_used: List[List[int]] = []
@@ -103,6 +76,15 @@ class ParameterServerAdapter(StrategyAdapter):
 
     def device_scope(self):
         return contextlib.nullcontext()  # variables go to ps, computation to workers
+
+    @contextlib.contextmanager
+    def scope(self):
+        """The strategy's scope, with the greedy placer (--ps_placer) around variable creation."""
+        num_ps = len(self.plan.cluster_spec.get("ps", []))
+        placer = ps_placement.greedy(self.strategy, num_ps) if self.config.ps_placer == "greedy" and num_ps > 1 \
+            else contextlib.nullcontext()
+        with self.strategy.scope(), placer:
+            yield
 
     def data_shards(self) -> List[int]:
         return self.shards_used[0] if self.shards_used else []
@@ -254,7 +236,7 @@ class ParameterServerAdapter(StrategyAdapter):
                 c["staleness"] = c["applied"] - 1 - c["read"]
                 c["clock_staleness"] = clocks.get(c["applied"])
         stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
-        shards = bytes_per_ps(self.model.variables)
+        shards = ps_placement.bytes_per_ps(self.model.variables)
         base = dict(self.summary(), ps_sync=sync, num_ps=len(self.plan.cluster_spec.get("ps", [])),
                     ps_staleness_bound=self.config.ps_staleness_bound, ps_shards=shards,
                     **knobs.knobs_of(self.config))

@@ -26,6 +26,7 @@ MIB = 1 << 20
     (["--strategy=horovod", "--horovod_autotune", "--horovod_fusion_threshold_mb=8"],
      "--horovod_autotune chooses the fusion threshold"),
     (["--strategy=parameter_server", "--ps_partitioner=even"], "--ps_partitioner='even' is unknown"),
+    (["--strategy=parameter_server", "--ps_placer=lpt"], "--ps_placer='lpt' is unknown"),
     (["--strategy=parameter_server", "--ps_partitioner=fixed", "--ps_min_shard_bytes=4096"],
      "--ps_min_shard_bytes applies to --ps_partitioner=min_size only"),
     (["--tune", "--strategy=default"], "--tune has no knobs to try for --strategy=default"),
@@ -75,8 +76,9 @@ def test_tune_grid_changes_one_knob_at_a_time_from_the_default():
     assert len(points) == 1 + 2 + 1
     with pytest.raises(ConfigError):
         knobs.tune_points(RunConfig(strategy="parameter_server", num_workers=2))
+    base = {"ps_partitioner": "min_size", "ps_placer": "round_robin"}
     assert knobs.tune_points(RunConfig(strategy="parameter_server", num_workers=2, num_ps=2))[1:] == [
-        {"ps_partitioner": "none"}, {"ps_partitioner": "fixed"}]
+        dict(base, ps_partitioner="none"), dict(base, ps_partitioner="fixed"), dict(base, ps_placer="greedy")]
 
 
 def test_saved_tunings_feed_sweep_points_tuned_only_where_they_differ(tmp_path, monkeypatch):
@@ -125,6 +127,19 @@ def test_horovod_knobs_reach_horovods_environment(logdir):
         assert env["HOROVOD_FUSION_THRESHOLD"] == str(4 * MIB) and env["HOROVOD_CYCLE_TIME"] == "2.5", name
         assert record["horovod_compressor"] == "FP16Compressor"
     assert "knobs: horovod_fusion_threshold_mb=4 horovod_cycle_time_ms=2.5 horovod_compression=fp16" in out
+
+
+@pytest.mark.slow
+def test_greedy_placer_balances_the_ps_as_the_model_places_them(logdir):
+    _, run = run_tiny(logdir, "greedy", "--strategy=parameter_server", "--num_workers=1", "--num_ps=3",
+                      "--ps_placer=greedy", "--ps_partitioner=none")
+    shards = task_records(run)["chief_0"]["ps_shards"]
+    from tfbench.measure.variables import count_variables
+    from tfbench.perfmodel import shards as shards_model
+
+    expected = shards_model.place(shards_model.from_records(count_variables("tiny", 16, 10)), 3, "none",
+                                  placer="greedy")
+    assert [shards[f"ps:{i}/CPU:0"]["bytes"] for i in range(3)] == list(expected.shard_bytes)
 
 
 @pytest.mark.slow

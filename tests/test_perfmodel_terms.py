@@ -45,8 +45,10 @@ def test_greedy_placer_goes_to_the_least_loaded_ps():
     vs = [V("a", (100,)), V("b", (10,)), V("c", (10,)), V("d", (50,))]
     p = shards.place(vs, 2, placer="greedy")
     assert [x.shard for x in p.pieces] == [0, 1, 1, 1]
-    with pytest.raises(ValueError):
-        shards.place(vs, 2, "min_size", placer="greedy")
+    # with a partitioner: each variable's parts start on the least-loaded ps and go round from there
+    split = shards.place([V("a", (100,)), V("w", (8,))], 2, "fixed", placer="greedy")
+    assert [(x.variable.name, x.shard) for x in split.pieces] == [
+        ("a/part_0", 0), ("a/part_1", 1), ("w/part_0", 0), ("w/part_1", 1)]
     with pytest.raises(ValueError):
         shards.place(vs, 0)
 

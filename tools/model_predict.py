@@ -58,6 +58,8 @@ def define_flags() -> None:
                         "none (whole variables, round-robin), min_size (MinSizePartitioner(--ps_min_shard_bytes, k)), "
                         "fixed (FixedShardsPartitioner(k)).")
     flags.DEFINE_integer("ps_min_shard_bytes", shards.MIN_SHARD_BYTES, "min_size: the least bytes of a part.")
+    flags.DEFINE_string("ps_placer", "round_robin", "As tfbench's: round_robin (variable after variable over the ps) "
+                        "or greedy (each variable from the least-loaded ps on).")
     flags.DEFINE_boolean("ps_sync", False, "Synchronous parameter server (default: asynchronous, as tfbench).")
     flags.DEFINE_list("num_workers", ["1", "2", "4", "8", "16", "32", "64"], f"Worker counts N (replicas), each "
                       f"1-{MAX_WORKERS}.")
@@ -105,7 +107,7 @@ def define_flags() -> None:
 
 def help_groups():
     return [("Cluster", ["strategy", "num_workers", "num_ps", "ps_per_worker", "ps_placement", "ps_partitioner",
-                         "ps_min_shard_bytes", "ps_sync", "devices_per_node", "intra_node_link"]),
+                         "ps_min_shard_bytes", "ps_placer", "ps_sync", "devices_per_node", "intra_node_link"]),
             ("Link", ["link_bandwidth", "link_latency", "link_alpha_ms", "fabric_capacity", "oversubscription"]),
             ("Model and compute", ["model", "image_size", "num_classes", "precision", "batch_size", "global_batch_size",
                                    "mode", "compute_ms_per_image", "compute_ms_per_step", "params", "cores_per_worker",
@@ -138,6 +140,7 @@ def check_flags() -> None:
     need(f.ps_placement in PLACEMENTS, f"--ps_placement={f.ps_placement!r} is unknown; choose separate or collocated")
     need(f.ps_partitioner in shards.PARTITIONERS,
          f"--ps_partitioner={f.ps_partitioner!r} is unknown; choose one of {', '.join(shards.PARTITIONERS)}")
+    need(f.ps_placer in shards.PLACERS, f"--ps_placer={f.ps_placer!r} is unknown; choose one of {', '.join(shards.PLACERS)}")
     need(f.ps_min_shard_bytes >= 1, f"--ps_min_shard_bytes must be positive, got {f.ps_min_shard_bytes}")
     need(f.devices_per_node >= 1, f"--devices_per_node must be at least 1, got {f.devices_per_node}")
     need(f.intra_node_link in terms.INTRA_NODE,
@@ -221,7 +224,7 @@ def request():
 
 
 def placement_for(variables, k: int):
-    return shards.place(variables, k, FLAGS.ps_partitioner, FLAGS.ps_min_shard_bytes)
+    return shards.place(variables, k, FLAGS.ps_partitioner, FLAGS.ps_min_shard_bytes, FLAGS.ps_placer)
 
 
 def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None) -> List[str]:
@@ -250,7 +253,7 @@ def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None)
         f"variables x 4 bytes (variables stay fp32 under every --precision; counted from the model's graph)",
     ]
     if placed is not None:
-        lines.append(f"ps placement (--ps_partitioner={f.ps_partitioner}, k = {placed.num_ps}, as tfbench's "
+        lines.append(f"ps placement (--ps_partitioner={f.ps_partitioner}, --ps_placer={f.ps_placer}, k = {placed.num_ps}, as tfbench's "
                      f"ParameterServerStrategy places them): {shards.describe(placed)}")
     d = f.devices_per_node
     lines += [
@@ -260,7 +263,7 @@ def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None)
         f"link alpha = {link.link.alpha_s * 1e3:.3f} ms per message, {link.alpha_source}",
         f"link beta = {link.link.beta / 1e6:.1f} MB/s each direction, {link.beta_source}",
         f"share of beta the strategy's protocol gets = {facts['share'][0]:.3f}, {facts['share'][1]}",
-        f"network core: " + (f"{f.fabric_capacity:g} Gbit/s aggregate (given)" if f.fabric_capacity else
+        "network core: " + (f"{f.fabric_capacity:g} Gbit/s aggregate (given)" if f.fabric_capacity else
                              f"oversubscribed {f.oversubscription:g}:1 (given)" if f.oversubscription else
                              "full bisection (assumed: give --fabric_capacity or --oversubscription)"),
         f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "

@@ -55,6 +55,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
                                      "(variables split over the ps, no shard below --ps_min_shard_bytes) or fixed "
                                      "(every variable split into one shard per ps)."),
         ("integer", "ps_min_shard_bytes", "parameter_server, min_size: the smallest shard in bytes."),
+        ("string", "ps_placer", "parameter_server: round_robin (TensorFlow's: variable after variable over the ps) or "
+                                "greedy (each variable, its shards from there on, on the ps holding the fewest bytes "
+                                "so far, as tf_cnn_benchmarks balanced its ps)."),
         ("boolean", "ps_sync", "parameter_server: one averaged update per global step instead of asynchronous updates."),
         ("integer", "ps_staleness_bound", "parameter_server, asynchronous: no worker starts an update more than this many "
                                           "updates ahead of the slowest (stale-synchronous); -1: unbounded."),

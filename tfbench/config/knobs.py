@@ -14,6 +14,7 @@ from typing import Dict, List, Tuple
 from tfbench.config.errors import ConfigError
 
 PS_PARTITIONERS = ("none", "min_size", "fixed")
+PS_PLACERS = ("round_robin", "greedy")
 HOROVOD_COMPRESSIONS = ("none", "fp16")  # Horovod's all-reduce takes no bfloat16
 MIB = 1 << 20
 
@@ -35,13 +36,14 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("horovod_autotune", "horovod", "false: the settings above, not Horovod's autotuner"),
     Knob("ps_partitioner", "parameter_server", "min_size: variables above --ps_min_shard_bytes split over the ps"),
     Knob("ps_min_shard_bytes", "parameter_server", "262144: min_size's smallest shard"),
+    Knob("ps_placer", "parameter_server", "round_robin: TensorFlow's placement, variable after variable over the ps"),
 )
 
 # --tune: the grid tried for each strategy, knob by knob from its default (values as flags take them).
 TUNE_GRID: Dict[str, Dict[str, Tuple]] = {
     "multi_worker_mirrored": {"mwms_bytes_per_pack": (0, 4 * MIB, 32 * MIB)},
     "horovod": {"horovod_fusion_threshold_mb": (-1, 4, 16), "horovod_cycle_time_ms": (-1, 5)},
-    "parameter_server": {"ps_partitioner": ("min_size", "none", "fixed")},
+    "parameter_server": {"ps_partitioner": ("min_size", "none", "fixed"), "ps_placer": ("round_robin", "greedy")},
 }
 
 
@@ -73,6 +75,7 @@ def tunable(config) -> Dict[str, Tuple]:
     grid = dict(TUNE_GRID.get(config.strategy, {}))
     if config.strategy == "parameter_server" and config.effective_num_ps < 2:
         grid.pop("ps_partitioner", None)
+        grid.pop("ps_placer", None)
     return grid
 
 
@@ -118,6 +121,7 @@ def check(c) -> None:
          "--horovod_fusion_threshold_mb and --horovod_cycle_time_ms at -1")
     need(c.ps_partitioner in PS_PARTITIONERS,
          f"--ps_partitioner={c.ps_partitioner!r} is unknown; choose {', '.join(PS_PARTITIONERS)}")
+    need(c.ps_placer in PS_PLACERS, f"--ps_placer={c.ps_placer!r} is unknown; choose {', '.join(PS_PLACERS)}")
     need(c.ps_min_shard_bytes >= 1024, f"--ps_min_shard_bytes must be at least 1024, got {c.ps_min_shard_bytes}")
     need(c.ps_partitioner == "min_size" or c.ps_min_shard_bytes == defaults.ps_min_shard_bytes,
          "--ps_min_shard_bytes applies to --ps_partitioner=min_size only")

@@ -38,6 +38,7 @@ class RunConfig:
     knob_source: str = ""  # where the knob values came from (a saved tuning, for sweeps' tuning: best); "": flags
     ps_partitioner: str = "min_size"  # none, min_size or fixed (tfbench.config.knobs)
     ps_min_shard_bytes: int = 256 << 10  # min_size: no shard smaller than this
+    ps_placer: str = "round_robin"  # round_robin (TensorFlow's) or greedy: each variable on the least-loaded ps
     ps_sync: bool = False
     hosts: Tuple[str, ...] = ("localhost",)
     base_port: int = 0  # 0: free ports picked on this machine; else ports from here up per host

@@ -136,15 +136,15 @@ def place(variables: Sequence[Variable], num_ps: int, partitioner: str = "none",
         raise ValueError(f"placer {placer!r} is unknown; choose one of {', '.join(PLACERS)}")
     if min_shard_bytes < 1:
         raise ValueError(f"min_shard_bytes must be positive, got {min_shard_bytes}")
-    if placer == "greedy":
-        if partitioner != "none":
-            raise ValueError("the greedy placer (tf_cnn_benchmarks) takes no partitioner")
+    if placer == "greedy":  # each variable from the least-loaded shard on (tf_cnn_benchmarks; tfbench --ps_placer)
         loads = [0] * num_ps
         pieces = []
         for v in variables:
-            shard = loads.index(min(loads))
-            loads[shard] += v.nbytes
-            pieces.append(Piece(v, shard))
+            start = loads.index(min(loads))
+            for i, part in enumerate(split(v, partitions(v, num_ps, partitioner, min_shard_bytes))):
+                shard = (start + i) % num_ps
+                loads[shard] += part.nbytes
+                pieces.append(Piece(part, shard))
         return Placement(num_ps, tuple(pieces))
     pieces, counter = [], 0
     for v in variables:
