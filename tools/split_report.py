@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 
 from tfbench.measure.breakdown import PARTS
 from tools.aggregate import Point, order_key
-from tools.summary import fmt, table
+from tools.summary import fmt, knobs_cell, table
 
 COLUMNS = ("strategy", "num_workers", "num_ps", "ps_placement", "ps_sync", "batch_size", "link_bandwidth")
 
@@ -22,6 +22,12 @@ def point_split(point: Point) -> Optional[dict]:
     mean = {p: 1e3 * sum(s["mean_s"].get(p, 0.0) for s in splits) / len(splits) for p in PARTS}
     mean["step"] = 1e3 * sum(s["step_mean_s"] for s in splits) / len(splits)
     mean["source"] = splits[0].get("source", "")
+    comms = [(r.cluster or {}).get("communication") or {} for r in point.runs]
+    comms = [c for c in comms if c.get("algbw_gbit_s")]
+    if comms:  # messages per step, and the bandwidth they achieved (busbw for all-reduce, else algbw)
+        mean["messages"] = comms[0]["messages_per_step"]
+        key = "busbw_gbit_s" if "busbw_gbit_s" in comms[0] else "algbw_gbit_s"
+        mean["bandwidth"] = f"{sum(c[key] for c in comms) / len(comms):.2f} ({key.split('_')[0]})"
     return mean
 
 
@@ -30,23 +36,28 @@ def section(points: Sequence[Point]) -> List[str]:
     rows = []
     shown = [c for c in COLUMNS if len({repr(p.config.get(c)) for p in points}) > 1 or c in ("strategy",
                                                                                               "num_workers")]
+    with_knobs = any(knobs_cell(p.config) != "default" for p in points)
     for p in sorted(points, key=lambda p: order_key(p.config)):
         split = point_split(p)
         if split is None:
             continue
         step = split["step"] or float("nan")
-        rows.append([p.config.get(c) for c in shown] +
+        rows.append([p.config.get(c) for c in shown] + ([knobs_cell(p.config)] if with_knobs else []) +
                     [f"{fmt(split[part], 1)} ({split[part] / step:.0%})" for part in PARTS] +
-                    [fmt(split["step"], 1), split["source"]])
+                    [fmt(split["step"], 1), split.get("messages", "–"), split.get("bandwidth", "–"), split["source"]])
     if not rows:
         return []
-    headers = shown + [f"{part} ms" for part in PARTS] + ["global step ms", "from"]
+    headers = (shown + (["knobs"] if with_knobs else []) + [f"{part} ms" for part in PARTS] +
+               ["global step ms", "messages/step", "Gbit/s", "from"])
     return ["", "## Where each global step's time goes", "",
             "Mean per global step over the measured window (share of the step). Synchronous strategies: each "
             "rank stamps the moment its gradients exist; compute is the mean from step start to that moment, "
             "waiting the start skew and slower ranks, communication the rest (all-reduce and update). Parameter "
             "servers: pull measured alone after the window, push measured, compute derived, waiting the "
-            "remainder. Every run record says how each part was obtained (`step_breakdown.methods`).", "",
+            "remainder. Every run record says how each part was obtained (`step_breakdown.methods`). "
+            "Messages/step: all-reduces (MWMS: TensorFlow's packs; Horovod: fusion buffers, at least) or a "
+            "worker's pulls and pushes; Gbit/s: what they achieved over the communication time (busbw = "
+            "algbw x 2(N-1)/N for all-reduce, as nccl-tests).", "",
             table(headers, rows)]
 
 
