@@ -1,4 +1,4 @@
-"""`python -m cluster.plan <tfbench flags>`: the cluster of a run, for starting its tasks by hand.
+"""`python -m cluster.by_hand <tfbench flags>`: the cluster of a run, for starting its tasks by hand.
 
 - JSON (default): the whole plan; `--format=export`: each task's TF_CONFIG as shell lines.
 - `--run_dir=DIR`: prepares DIR as a run directory (config.json, plan.json, environment.json,
@@ -21,7 +21,7 @@ import tfbench.config as config_lib
 from cluster.run_setup import prepare_run_dir
 from cluster.topology import make_plan
 from tfbench.config import flags as tfbench_flags
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 
 flags.DEFINE_enum("format", "json", ["json", "export"], "json: the whole plan; export: shell lines per task.")
@@ -91,7 +91,7 @@ def render_run_commands(plan, run_dir: str) -> str:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
+        helptext.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     flag_values = flags.FLAGS
     run_dir = os.path.abspath(flag_values.run_dir) if flag_values.run_dir else ""
     try:
@@ -101,14 +101,14 @@ def main(argv) -> int:
         config = config_lib.validate(config, by_hand=True)
         plan = make_plan(config)
     except ConfigError as e:
-        usage.fail_usage(str(e))
+        helptext.fail_usage(str(e))
     for warning in plan.warnings:
         print(f"tfbench: warning: {warning}", file=sys.stderr)
     if run_dir:
         try:
             prepare_run_dir(config, plan)
         except ConfigError as e:
-            usage.fail_usage(str(e))
+            helptext.fail_usage(str(e))
         print(render_run_commands(plan, run_dir))
     elif flag_values.format == "export":
         print(render_exports(plan))
@@ -118,8 +118,8 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return usage.names_of(tfbench_flags.GROUPS) + [("Plan output", ["format", "run_dir"])]
+    return helptext.names_of(tfbench_flags.GROUPS) + [("Plan output", ["format", "run_dir"])]
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "cluster.plan", tfbench_flags.define_flags))
+    app.run(main, flags_parser=helptext.parser(__doc__, help_groups, "cluster.by_hand", tfbench_flags.define_flags))

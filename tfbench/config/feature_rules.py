@@ -1,5 +1,8 @@
-"""Validation of the flags that combine with many others (stragglers, bounded staleness, real
-data, precision): part of config.validate, kept apart so that each rule reads as one short function."""
+"""The rules of the flags that switch on a feature and so combine with many others (stragglers,
+faults, checkpoints, bounded staleness, real data, elastic Horovod, precision, Slurm's network):
+one function per feature, each checking that feature against the rest of the config.
+tfbench.config.validate calls them after its own rules (each flag's range, the strategy, network
+and launch), so that a new feature's rule is one function here, not lines inside validate()."""
 from __future__ import annotations
 
 from tfbench.config import faults as faults_lib

@@ -1,10 +1,10 @@
 """`python -m tools.bench` (`make bench`): how close tfbench runs to the machine, in one table.
 
-Side by side, from one invocation: tfbench vs a minimal hand-written loop (tools/minimal_loop.py;
+Side by side, from one invocation: tfbench vs a minimal hand-written loop (tools/bench/minimal_loop.py;
 goal >= 0.98), bf16 vs fp32 speed-up (where the CPU has BF16 instructions; otherwise the reason it
-is refused), the fraction of the measured GEMM peak (python -m tools.peak) tfbench's own run
+is refused), the fraction of the measured GEMM peak (python -m tools.bench.peak) tfbench's own run
 reached, and 2 workers x 1 core vs 1 worker x 1 core under multi-worker mirrored and Horovod
-(goal >= 1.7x). The model, image size, batch and step counts are tools.bench_overhead's flags.
+(goal >= 1.7x). The model, image size, batch and step counts are tools.bench.overhead's flags.
 """
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from typing import List, Optional, Tuple
 from absl import app, flags
 
 from tfbench.config import RunConfig
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 from tfbench.measure import peaks
 from tfbench.results import tuned
-from tools import bench_overhead
+from tools.bench import overhead
 
 flags.DEFINE_integer("scaling_image_size", 112, "Image side of the 2-vs-1-worker runs (ResNet50).")
 flags.DEFINE_list("scaling_strategies", ["multi_worker_mirrored", "horovod"], "Strategies of the 2-vs-1 runs.")
@@ -31,7 +31,7 @@ flags.DEFINE_enum("scaling_knobs", "best", ["best", "default"],
                   "Knobs of the 2-worker runs: best, a saved tuning's (tools/sweeps/tuned.json) where there is one "
                   "for that setting; default: the strategies' defaults.")
 FLAGS = flags.FLAGS
-ROOT = bench_overhead.ROOT
+ROOT = overhead.ROOT
 
 
 def tfbench_run(logdir: str, run_id: str, *extra: str) -> Tuple[Optional[dict], List[dict], str]:
@@ -63,7 +63,7 @@ def overhead(logdir: str) -> Tuple[float, float, List[float], Optional[float]]:
             fractions.append((tasks[0].get("flops") or {}).get("fraction_of_peak"))
 
         def reference():
-            theirs.append(bench_overhead.minimal_rate())
+            theirs.append(overhead.minimal_rate())
 
         for measure in ((reference, mine) if r % 2 == 0 else (mine, reference)):
             measure()
@@ -122,7 +122,7 @@ def main(argv) -> None:
                      f"{ours / theirs:.3f} ({ours:.2f} vs {theirs:.2f}; pairs {pair_ratios[0]:.3f}-{pair_ratios[-1]:.3f})",
                      ">= 0.98"))
         rows.append(("fraction of the fp32 GEMM peak (tfbench)",
-                     f"{fraction:.2f}" if fraction is not None else "unknown: run python -m tools.peak", ""))
+                     f"{fraction:.2f}" if fraction is not None else "unknown: run python -m tools.bench.peak", ""))
         rows.append(("bf16 vs fp32 speed-up (tfbench)", bf16_speedup(logdir, ours), ""))
         for strategy in FLAGS.scaling_strategies:
             print(f"{strategy}: 1 and 2 workers x 1 core ...", flush=True)
@@ -137,7 +137,8 @@ def main(argv) -> None:
           + (f"; {peaks.WRONG}" if fraction is not None and fraction > 1 else "") + ")")
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """`python -m tools.bench` (tools/bench/__main__.py)."""
     groups = [("Benchmark", ["repeats", "image_size", "batch_size", "num_warmup_steps", "num_steps",
                              "scaling_image_size", "scaling_strategies", "scaling_knobs"])]
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: groups, "tools.bench"))
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: groups, "tools.bench"))

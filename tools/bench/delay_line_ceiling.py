@@ -1,6 +1,6 @@
 """What the user-space delay line itself can carry: one TCP stream through two delayed hosts.
 
-    python -m tools.delay_line_ceiling [--links=unshaped:1,unshaped:20,100mbit:20] [--seconds=3]
+    python -m tools.bench.delay_line_ceiling [--links=unshaped:1,unshaped:20,100mbit:20] [--seconds=3]
 
 For each link (rate:one-way delay in ms) it builds two emulated hosts exactly as a run does
 (cluster.links: TAP pairs, tbf, the delay line in the switch namespace), streams TCP from h0 to
@@ -20,10 +20,10 @@ from absl import app, flags
 
 from cluster import delay_line, link_probe, links, netns
 from tfbench.config import ConfigError, link_rate_bps
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 
 FLAGS = flags.FLAGS
-PROG = "tools.delay_line_ceiling"
+PROG = "tools.bench.delay_line_ceiling"
 flags.DEFINE_list("links", ["unshaped:1", "unshaped:20", "100mbit:20"], "rate:one-way delay ms of each link to measure")
 flags.DEFINE_float("seconds", 3.0, "how long each stream is counted")
 
@@ -70,7 +70,7 @@ def main(argv) -> int:
     try:
         wanted = parse(FLAGS.links)
     except ConfigError as e:
-        usage.fail_usage(str(e), PROG)
+        helptext.fail_usage(str(e), PROG)
     print("| link | one-way delay ms | TCP Mbit/s (one stream) | packets/s through the delay line | delay line CPU (cores) |")
     print("|---|---|---|---|---|")
     for rate, bps, ms in wanted:
@@ -80,4 +80,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Links", ["links", "seconds"])], PROG))
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: [("Links", ["links", "seconds"])], PROG))

@@ -1,4 +1,4 @@
-"""The reference for tools.bench_overhead: a minimal hand-written tf.function training loop.
+"""The reference for tools.bench.overhead: a minimal hand-written tf.function training loop.
 
 As plain as Horovod's synthetic benchmark: same model, data, optimizer and threads as tfbench,
 no strategy, no reporting. Prints one JSON line with its images/sec.

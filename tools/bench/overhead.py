@@ -1,7 +1,8 @@
-"""`python -m tools.bench_overhead`: tfbench's overheads, measured side by side.
+"""`python -m tools.bench.overhead`: tfbench's overheads, measured side by side.
 
 --against=minimal: ResNet50 training with the same settings through `python -m tfbench`
-(launcher, monitor, reporting and all) and through tools/minimal_loop.py (goal: ratio >= 0.98).
+(launcher, monitor, reporting and all) and through tools/bench/minimal_loop.py (goal: ratio >=
+0.98).
 --against=monitor_off: tfbench with its system monitor on vs off (goal: ratio >= 0.99).
 Runs alternate A B, B A, ... in one invocation so that machine noise hits both sides alike.
 """
@@ -16,7 +17,7 @@ import tempfile
 
 from absl import app, flags
 
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 
 flags.DEFINE_integer("image_size", 112, "Image side.")
 flags.DEFINE_integer("batch_size", 16, "Batch size.")
@@ -26,7 +27,7 @@ flags.DEFINE_integer("repeats", 4, "Pairs, run A B, B A, A B, ...")
 flags.DEFINE_enum("against", "minimal", ["minimal", "monitor_off"],
                   "What tfbench (monitor on) is compared with.")
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
 
 def tfbench_rate(logdir: str, run_id: str, monitor: bool = True) -> float:
@@ -41,7 +42,7 @@ def tfbench_rate(logdir: str, run_id: str, monitor: bool = True) -> float:
 
 
 def minimal_rate() -> float:
-    args = [sys.executable, os.path.join(ROOT, "tools", "minimal_loop.py"), f"--image_size={FLAGS.image_size}",
+    args = [sys.executable, os.path.join(ROOT, "tools", "bench", "minimal_loop.py"), f"--image_size={FLAGS.image_size}",
             f"--batch_size={FLAGS.batch_size}", f"--num_warmup_steps={FLAGS.num_warmup_steps}",
             f"--num_steps={FLAGS.num_steps}"]
     out = subprocess.run(args, cwd=ROOT, check=True, capture_output=True, text=True).stdout
@@ -84,4 +85,4 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
     groups = [("Benchmark", ["against", "repeats", "image_size", "batch_size", "num_warmup_steps", "num_steps"])]
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: groups, "tools.bench_overhead"))
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: groups, "tools.bench.overhead"))

@@ -1,4 +1,4 @@
-"""`python -m tools.peak`: the machine's GEMM peak at fp32 and bf16 (fp16 too on a GPU).
+"""`python -m tools.bench.peak`: the machine's GEMM peak at fp32 and bf16 (fp16 too on a GPU).
 
 A chain of n x n matrix products (2·n³ FLOPs each) runs in one tf.function until at least
 --min_time seconds have passed; the best of --trials is kept. All cores and one core are each
@@ -24,7 +24,7 @@ import time
 
 from absl import app, flags
 
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.measure import peaks
 
 flags.DEFINE_integer("size", 2048, "Side n of the square matrices.")
@@ -36,8 +36,8 @@ flags.DEFINE_integer("rounds", 2, "Rounds of the all-core and one-core measureme
 flags.DEFINE_boolean("force", False, "Measure and store even when the machine is busy (the entry says so).")
 flags.DEFINE_integer("threads", 0, "Internal: measure in this process with this many cores/threads.")
 FLAGS = flags.FLAGS
-PROG = "tools.peak"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROG = "tools.bench.peak"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 CHAIN = 8  # products per call: the host round trip is amortised over these
 
@@ -93,7 +93,7 @@ def measure_here(threads: int, dtypes, n: int, min_time: float, trials: int) -> 
 
 
 def measure_in_subprocess(threads: int) -> dict:
-    args = [sys.executable, "-m", "tools.peak", f"--threads={threads}", f"--size={FLAGS.size}",
+    args = [sys.executable, "-m", "tools.bench.peak", f"--threads={threads}", f"--size={FLAGS.size}",
             f"--min_time={FLAGS.min_time}", f"--trials={FLAGS.trials}", f"--dtypes={','.join(FLAGS.dtypes)}"]
     out = subprocess.run(args, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -176,9 +176,9 @@ def main(argv) -> int:
     del argv
     unknown = [p for p in FLAGS.dtypes if p not in DTYPES]
     if unknown:
-        usage.fail_usage(f"--dtypes={','.join(unknown)} is unknown; choose fp32, bf16, fp16", PROG)
+        helptext.fail_usage(f"--dtypes={','.join(unknown)} is unknown; choose fp32, bf16, fp16", PROG)
     if FLAGS.rounds < 1 or FLAGS.trials < 1:
-        usage.fail_usage(f"--rounds and --trials must be at least 1, got {FLAGS.rounds} and {FLAGS.trials}", PROG)
+        helptext.fail_usage(f"--rounds and --trials must be at least 1, got {FLAGS.rounds} and {FLAGS.trials}", PROG)
     if FLAGS.threads:
         print(json.dumps(measure_here(FLAGS.threads, FLAGS.dtypes, FLAGS.size, FLAGS.min_time, FLAGS.trials)))
         return 0
@@ -190,7 +190,7 @@ def main(argv) -> int:
     cores = len(os.sched_getaffinity(0))
     busy = peaks.busy_reason(os.getloadavg()[0], None, cores)
     if busy and not FLAGS.force:
-        usage.fail_usage(f"the machine is busy ({busy}): a peak measured now would be too low and every fraction of "
+        helptext.fail_usage(f"the machine is busy ({busy}): a peak measured now would be too low and every fraction of "
                          f"it too high; measure when it is quiet, or --force to store it anyway", PROG)
     entry = measure()
     c = entry["conditions"]
@@ -209,4 +209,4 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     groups = [("Peak", ["size", "min_time", "trials", "rounds", "dtypes", "refresh", "force"])]
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: groups, PROG))
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: groups, PROG))

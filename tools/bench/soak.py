@@ -1,4 +1,4 @@
-"""python -m tools.soak [--runs=50] [--dir=DIR]: does tfbench leave anything behind?
+"""python -m tools.bench.soak [--runs=50] [--dir=DIR]: does tfbench leave anything behind?
 
 Back-to-back short runs of every strategy (and the emulated network, and Slurm through a private
 Slurm it starts on this machine, cluster.slurm.local_cluster, when it can), then a small sweep interrupted by SIGINT and by SIGKILL at random points and resumed.
@@ -22,7 +22,7 @@ import yaml
 from absl import app, flags
 
 from cluster import leftovers, netns
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 
 FLAGS = flags.FLAGS
 TINY = ["--model=tiny", "--image_size=16", "--num_classes=10", "--batch_size=4", "--num_warmup_steps=1",
@@ -94,7 +94,7 @@ def available(case: List[str]) -> str:
     if "--horovod_elastic" in case and os.geteuid() != 0:
         return "Horovod elastic ranks get loopback addresses in a network namespace (root)"
     if "--launcher=slurm" in case and not SLURM_ENV:
-        return "no private Slurm could be started here (root and tools/install_slurm.sh needed)"
+        return "no private Slurm could be started here (root and tools/scripts/install_slurm.sh needed)"
     return ""
 
 
@@ -151,7 +151,7 @@ def interrupted_sweep(root: str, before: Dict[str, Set], rng: random.Random) -> 
         ok &= report(f"sweep {signal.Signals(sig).name} after {wait:.0f} s", leaks(before, settle_s=15))
     subprocess.run(sweep_command(sweep_dir, config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ok &= report("sweep resumed to the end", leaks(before))
-    from tools.sweep_state import DONE, SweepDir
+    from tools.rundirs.sweep_state import DONE, SweepDir
 
     sweep = SweepDir(sweep_dir)
     points = sweep.read_spec()["points"]
@@ -183,5 +183,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Soak", ["runs", "dir", "seed", "slurm"])], "tools.soak",
-                                            define_flags))
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: [("Soak", ["runs", "dir", "seed", "slurm"])],
+                                               "tools.bench.soak", define_flags))

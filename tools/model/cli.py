@@ -21,8 +21,8 @@ from typing import Callable, Dict, List, NamedTuple
 
 from absl import app
 
-from tfbench.config import helptext as usage
-from tools import model_fit, model_predict, model_published, model_report
+from tfbench.config import helptext
+from tools.model import fit, predict, published, report
 
 
 class Verb(NamedTuple):
@@ -33,14 +33,14 @@ class Verb(NamedTuple):
 
 
 VERBS: Dict[str, Verb] = {
-    "predict": Verb(model_predict.__doc__, model_predict.help_groups, model_predict.define_flags, model_predict.main),
-    "fit": Verb(model_fit.__doc__, model_fit.help_groups, model_fit.define_flags, model_fit.fit_main),
-    "validate": Verb(model_fit.__doc__, model_fit.help_groups, model_fit.define_flags, model_fit.validate_main),
-    "report": Verb(model_report.__doc__, model_report.help_groups, model_report.define_flags, model_report.main),
-    "published": Verb(model_published.__doc__, model_published.help_groups, model_published.define_flags,
-                      model_published.published_main),
-    "cluster": Verb(model_published.__doc__, model_published.help_groups, model_published.define_flags,
-                    model_published.cluster_main),
+    "predict": Verb(predict.__doc__, predict.help_groups, predict.define_flags, predict.main),
+    "fit": Verb(fit.__doc__, fit.help_groups, fit.define_flags, fit.fit_main),
+    "validate": Verb(fit.__doc__, fit.help_groups, fit.define_flags, fit.validate_main),
+    "report": Verb(report.__doc__, report.help_groups, report.define_flags, report.main),
+    "published": Verb(published.__doc__, published.help_groups, published.define_flags,
+                      published.published_main),
+    "cluster": Verb(published.__doc__, published.help_groups, published.define_flags,
+                    published.cluster_main),
 }
 
 
@@ -51,9 +51,9 @@ def fail(message: str) -> None:
 
 def run(argv: List[str]) -> None:
     """Dispatches `argv[1]` (the verb) with the rest of the command line as its flags."""
-    if len(argv) < 2 or (argv[1].startswith("-") and argv[1] not in usage.ANY_HELP):
+    if len(argv) < 2 or (argv[1].startswith("-") and argv[1] not in helptext.ANY_HELP):
         fail(f"give a verb first: python -m tools.model VERB [--flag=value ...]; verbs: {', '.join(VERBS)}")
-    if argv[1] in usage.ANY_HELP:
+    if argv[1] in helptext.ANY_HELP:
         print(__doc__.strip())
         sys.exit(0)
     name = argv[1]
@@ -61,8 +61,5 @@ def run(argv: List[str]) -> None:
         fail(f"unknown verb {name!r}; choose one of: {', '.join(VERBS)} (python -m tools.model --help)")
     verb = VERBS[name]
     app.run(verb.main, argv=[f"{argv[0]} {name}"] + argv[2:],
-            flags_parser=usage.parser(verb.doc, verb.groups, "tfbench", verb.define))
+            flags_parser=helptext.parser(verb.doc, verb.groups, "tfbench", verb.define))
 
-
-if __name__ == "__main__":
-    run(sys.argv)

@@ -26,7 +26,7 @@ from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel.observations import Observation, from_run
-from tools.runs import find_runs
+from tools.rundirs.runs import find_runs
 
 FLAGS = flags.FLAGS
 

@@ -28,7 +28,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.measure import variables as variables_lib
 from tfbench.models import MODELS
 from tfbench.perfmodel import clusterfit, published, shards, terms
-from tools import model_fit
+from tools.model import fit
 
 FLAGS = flags.FLAGS
 ASSUMPTIONS = (
@@ -91,7 +91,7 @@ def _params_lines(name: str, p: clusterfit.Params, fitted: Sequence[clusterfit.P
 
 
 def _emit(rows: List[List[str]], columns: Sequence[str]) -> str:
-    return model_fit.text_table(rows, columns, FLAGS.format)
+    return fit.text_table(rows, columns, FLAGS.format)
 
 
 COLUMNS = ("cluster", "gpus", "nodes", "num_ps", "mode", "role", "measured_images_per_sec", "predicted_images_per_sec",

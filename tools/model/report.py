@@ -24,7 +24,7 @@ from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel import whatif
 from tfbench.perfmodel.links import rate_text
 from tfbench.perfmodel.observations import Observation
-from tools import model_fit
+from tools.model import fit
 
 FLAGS = flags.FLAGS
 WORKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -42,7 +42,7 @@ ASSUMPTIONS = (
 
 
 def define_flags() -> None:
-    model_fit.define_flags()
+    fit.define_flags()
 
 
 def help_groups():
@@ -130,12 +130,12 @@ def write(sweep_dir: str, rows: Sequence[validate_lib.Row], observations: Sequen
     curves = curve_settings(observations, data)
     summary = validate_lib.summary(rows)
     lines = ["# tfbench performance model: fitted on this sweep, validated on runs it never saw", "",
-             model_fit.summary_line(summary), "",
+             fit.summary_line(summary), "",
              "## Validation", "",
              "Each held-out run is predicted from a fit on the others only (its link's alpha and beta come from "
              "its own link probe, as a user would measure a network; never from its step times).", "",
-             "```", model_fit.render(rows), "```", "",
-             "## Fitted on every run of the sweep (params.json)", "", "```", model_fit.describe(data), "```", "",
+             "```", fit.render(rows), "```", "",
+             "## Fitted on every run of the sweep (params.json)", "", "```", fit.describe(data), "```", "",
              "## What if: larger clusters", "",
              "Assumptions of every number below:", ""] + [f"- {a}" for a in ASSUMPTIONS] + [""]
     for link, settings in sorted(curves.items(), key=lambda kv: next(iter(kv[1].values())).link.beta):
@@ -153,15 +153,15 @@ def main(argv) -> int:
     try:
         if len(argv) != 2:
             raise ConfigError("give one sweep directory: python -m tools.model report SWEEP_DIR")
-        found, skipped = model_fit.observations([argv[1]])
+        found, skipped = fit.observations([argv[1]])
         rows = validate_lib.validate(found, FLAGS.hold_out_link)
         data = fit_lib.fit(found)
     except (ConfigError, ValueError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
     out = write(argv[1], rows, found, data, skipped)
-    print(model_fit.render(rows))
-    print(model_fit.summary_line(validate_lib.summary(rows)))
+    print(fit.render(rows))
+    print(fit.summary_line(validate_lib.summary(rows)))
     print(f"report written to {out}/summary.md")
     return 0
 

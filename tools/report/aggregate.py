@@ -14,7 +14,7 @@ import numpy as np
 
 from tfbench.config import STRATEGIES, effective_num_local_devices, effective_num_ps
 from tfbench.measure import stats
-from tools.runs import Run
+from tools.rundirs.runs import Run
 
 # Config keys that do not change what was measured.
 _BOOKKEEPING = ("run_id", "logdir", "seed", "deadline", "stall_timeout", "monitor", "monitor_interval",

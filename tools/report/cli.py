@@ -14,11 +14,11 @@ from typing import List, Optional, Sequence
 
 from absl import app, flags
 
-from tfbench.config import helptext as usage
-from tools import (aggregate, convergence_report, network_plots, plots, recovery_report, results_csv, split_report,
-                   summary, traffic_report)
-from tools.runs import Run, find_runs, read_monitor
-from tools.sweep_state import FAILED, find_sweep
+from tfbench.config import helptext
+from tools.report import (aggregate, convergence_section, network_plots, plots, recovery_section, results_csv,
+                          split_section, summary, traffic_section)
+from tools.rundirs.runs import Run, find_runs, read_monitor
+from tools.rundirs.sweep_state import FAILED, find_sweep
 
 FLAGS = flags.FLAGS
 COMPARISONS = (("Hard vs soft placement", "placement", "soft", "hard"), ("CPU vs GPU", "device", "cpu", "gpu"))
@@ -49,15 +49,15 @@ def build(root: str, out: Optional[str] = None) -> Report:
                       results_csv.rows(runs, aggregate.run_efficiency(points), root))
     failures = retried(failed_runs(runs) + failed_sweep_points(root), points)
     comparisons = [(title, aggregate.compare(points, column, a, b)) for title, column, a, b in COMPARISONS]
-    written = _plots(runs, points, out) + convergence_report.plots(points, out)
-    if split_report.plot(points, os.path.join(out, "step_split.png")):
+    written = _plots(runs, points, out) + convergence_section.plots(points, out)
+    if split_section.plot(points, os.path.join(out, "step_split.png")):
         written.append(("where each global step's time goes", "step_split.png"))
     title = os.path.basename(root)
     sweep = find_sweep(root)
     notes = (sweep.read_spec() or {}).get("notes", []) if sweep else []
     markdown = summary.render(title, points, failures, comparisons, written, num_runs=len(runs), notes=notes,
-                              sections=(split_report.section(points) + traffic_report.section(points)
-                                        + convergence_report.section(points) + recovery_report.section(points)))
+                              sections=(split_section.section(points) + traffic_section.section(points)
+                                        + convergence_section.section(points) + recovery_section.section(points)))
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(markdown)
     return Report(out=out, markdown=markdown, runs=runs, points=points, failures=failures)
@@ -135,5 +135,6 @@ def main(argv) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Report", ["out"])], "tools.report", define_flags))
+def run() -> None:
+    """`python -m tools.report` (tools/report/__main__.py)."""
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: [("Report", ["out"])], "tools.report", define_flags))

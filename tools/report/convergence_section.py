@@ -16,8 +16,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from tools.aggregate import Point, order_key  # noqa: E402
-from tools.summary import fmt, table  # noqa: E402
+from tools.report.aggregate import Point, order_key  # noqa: E402
+from tools.report.summary import fmt, table  # noqa: E402
 
 
 def way(config: Dict) -> str:

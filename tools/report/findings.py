@@ -1,8 +1,9 @@
 """What the points show, in a few sentences computed from them: the fastest strategy at each
 worker count, scaling efficiency at the largest count, and where a strategy stops gaining.
 
-The sentences compare the lines tools.series draws in the scaling plots (one per strategy and
-other differing axis, in one panel per mode and batch), so text and figures never disagree.
+The sentences compare the lines tools.report.plot_lines draws in the scaling plots (one per
+strategy and other differing axis, in one panel per mode and batch), so text and figures never
+disagree.
 Two points whose 95% intervals across repeats overlap are not called different.
 """
 from __future__ import annotations
@@ -10,18 +11,18 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tools import series
-from tools.aggregate import Point
+from tools.report import plot_lines
+from tools.report.aggregate import Point
 
 
 def findings(points: Sequence[Point]) -> List[Tuple[str, List[str]]]:
     """(panel title, sentences) for every panel of the scaling plots."""
     points = [p for p in points if _finite(p.images_per_sec)]
-    groups = series.panels(points, x=series.SCALE, panel_keys=series.SCALING_PANELS, primary="strategy")
+    groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=plot_lines.SCALING_PANELS, primary="strategy")
     return [(g.title, panel_findings(g)) for g in groups]
 
 
-def panel_findings(panel: series.Panel) -> List[str]:
+def panel_findings(panel: plot_lines.Panel) -> List[str]:
     scales = panel.xs
     sentences = [fastest(panel, n) for n in scales]
     if len(scales) == 1:
@@ -35,7 +36,7 @@ def panel_findings(panel: series.Panel) -> List[str]:
     return [s for s in sentences if s]
 
 
-def fastest(panel: series.Panel, n) -> str:
+def fastest(panel: plot_lines.Panel, n) -> str:
     """Which line has the highest cluster images/sec at scale n, and by how much."""
     ranked = sorted(((line, line.at(n)) for line in panel.lines if line.at(n) is not None),
                     key=lambda lp: lp[1].images_per_sec, reverse=True)
@@ -53,13 +54,13 @@ def fastest(panel: series.Panel, n) -> str:
     return f"{where} {best.label} is fastest ({_rate(top)}, {ratios})."
 
 
-def efficiency(panel: series.Panel) -> List[str]:
+def efficiency(panel: plot_lines.Panel) -> List[str]:
     """Scaling efficiency of each line at its largest scale, grouped by that scale."""
     by_scale: Dict[int, List[Point]] = {}
     for line in panel.lines:
         largest = line.points[-1]
-        if largest.config[series.SCALE] != 1:
-            by_scale.setdefault(largest.config[series.SCALE], []).append(largest)
+        if largest.config[plot_lines.SCALE] != 1:
+            by_scale.setdefault(largest.config[plot_lines.SCALE], []).append(largest)
     labels = {id(line.points[-1]): line.label for line in panel.lines}
     sentences = []
     for n in sorted(by_scale):
@@ -75,15 +76,15 @@ def efficiency(panel: series.Panel) -> List[str]:
     return sentences
 
 
-def stall(line: series.Line) -> str:
+def stall(line: plot_lines.Line) -> str:
     """Where the line first stops gaining throughput as workers are added; '' when it never does."""
     points = line.points
     for cur, nxt in zip(points, points[1:]):
-        a, b = cur.config[series.SCALE], nxt.config[series.SCALE]
-        unit = series.scale_unit(cur.config)
+        a, b = cur.config[plot_lines.SCALE], nxt.config[plot_lines.SCALE]
+        unit = plot_lines.scale_unit(cur.config)
         versus = f"({b} {unit}: {nxt.images_per_sec:.1f} vs {_rate(cur)})"
         if nxt.images_per_sec <= cur.images_per_sec:
-            return (f"{line.label} stops gaining after {a} {series.scale_unit(cur.config, a)} {versus}"
+            return (f"{line.label} stops gaining after {a} {plot_lines.scale_unit(cur.config, a)} {versus}"
                     + _regains(line, cur) + ".")
         if overlap(cur, nxt):
             return (f"{line.label} gains nothing beyond its 95% intervals from {a} to {b} {unit} {versus}"
@@ -91,13 +92,13 @@ def stall(line: series.Line) -> str:
     return ""
 
 
-def gains(lines: Sequence[series.Line]) -> List[str]:
+def gains(lines: Sequence[plot_lines.Line]) -> List[str]:
     """One sentence per last step shared by lines that gain at every step, with each line's
     ratio over that last step."""
-    steps: Dict[Tuple, List[series.Line]] = {}
+    steps: Dict[Tuple, List[plot_lines.Line]] = {}
     for line in lines:
         before, last = line.points[-2], line.points[-1]
-        key = (before.config[series.SCALE], last.config[series.SCALE], series.scale_unit(last.config))
+        key = (before.config[plot_lines.SCALE], last.config[plot_lines.SCALE], plot_lines.scale_unit(last.config))
         steps.setdefault(key, []).append(line)
     sentences = []
     for (a, b, unit), members in steps.items():
@@ -112,14 +113,14 @@ def gains(lines: Sequence[series.Line]) -> List[str]:
     return sentences
 
 
-def _regains(line: series.Line, stall: Point) -> str:
+def _regains(line: plot_lines.Line, stall: Point) -> str:
     """A later point beyond the stall, so that 'stops gaining' never hides a later rise."""
-    later = [p for p in line.points if p.config[series.SCALE] > stall.config[series.SCALE]
+    later = [p for p in line.points if p.config[plot_lines.SCALE] > stall.config[plot_lines.SCALE]
              and p.images_per_sec > stall.images_per_sec and not overlap(p, stall)]
     if not later:
         return ""
     p = later[0]
-    return f", but is faster again at {p.config[series.SCALE]} ({_rate(p)})"
+    return f", but is faster again at {p.config[plot_lines.SCALE]} ({_rate(p)})"
 
 
 def overlap(a: Point, b: Point) -> bool:
@@ -137,14 +138,14 @@ def _interval(p: Point) -> Optional[Tuple[float, float]]:
     return (low, high) if _finite(low) and not math.isnan(high) else None
 
 
-def _at(panel: series.Panel, n) -> str:
+def _at(panel: plot_lines.Panel, n) -> str:
     return _count(n, [line.at(n).config for line in panel.lines if line.at(n) is not None])
 
 
 def _count(n, configs: Sequence[Dict]) -> str:
     """'2 workers', or '2 local devices' when every config counted is mirrored."""
-    units = {series.scale_unit(c, n) for c in configs}
-    return f"{n} {units.pop() if len(units) == 1 else series.scale_unit({}, n)}"
+    units = {plot_lines.scale_unit(c, n) for c in configs}
+    return f"{n} {units.pop() if len(units) == 1 else plot_lines.scale_unit({}, n)}"
 
 
 def _rate(p: Point) -> str:

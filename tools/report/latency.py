@@ -1,4 +1,4 @@
-"""python -m tools.latency_report DIR: worker idleness and images/sec against link latency
+"""python -m tools.report.latency DIR: worker idleness and images/sec against link latency
 (`make latency`), and whether the studies' direction holds.
 
 Jia et al. measured, for parameter servers, that workers sit idle more as the network's latency
@@ -19,8 +19,8 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tfbench.config import helptext as usage
-from tools.runs import Run, find_runs
+from tfbench.config import helptext
+from tools.rundirs.runs import Run, find_runs
 
 NOTE = ("Idleness is the share of a worker's global step not spent on the forward and backward pass of its "
         "batch: 1 - c / step, c the least compute per step in the series (normally its 0 ms run), since the step "
@@ -168,11 +168,11 @@ def plot(by_series, y, ylabel: str, path: str) -> None:
 
 
 def main(argv: List[str]) -> int:
-    if len(argv) == 2 and argv[1] in usage.ANY_HELP:
+    if len(argv) == 2 and argv[1] in helptext.ANY_HELP:
         print(__doc__.strip())
         return 0
     if len(argv) != 2 or not os.path.isdir(argv[1]):
-        print("tfbench: error: give the directory of a latency sweep: python -m tools.latency_report DIR",
+        print("tfbench: error: give the directory of a latency sweep: python -m tools.report.latency DIR",
               file=sys.stderr)
         return 2
     by_series = points(find_runs(argv[1]))

@@ -9,9 +9,9 @@ import os
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence
 
-from tools import plots, series, traffic_report
-from tools.aggregate import Point
-from tools.runs import Run
+from tools.report import plot_lines, plots, traffic_section
+from tools.report.aggregate import Point
+from tools.rundirs.runs import Run
 
 plt = plots.plt
 LINKS_FILE = "links.jsonl"
@@ -22,7 +22,7 @@ def seconds_per_batch_vs_workers(points: Sequence[Point], path: str) -> bool:
     (and ps placement, where it differs)."""
     points = [p for p in points if p.config.get("network") == "emulated"
               and math.isfinite((p.stats or {}).get("mean_s", float("nan")))]
-    groups = series.panels(points, x=series.SCALE, panel_keys=("mode", "link_bandwidth"), primary="strategy")
+    groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=("mode", "link_bandwidth"), primary="strategy")
     figure = plots.line_figure(groups, title="Seconds per batch vs workers, per link (error bars: step-time 95% CI)",
                            xlabel="workers", ylabel="seconds per batch (mean global step)",
                            y=lambda p: p.stats["mean_s"], yerr=plots.step_error)
@@ -52,7 +52,7 @@ def host_tx(run: Run, path: str) -> bool:
         return False
     t0 = min(recs[0]["time"] for recs in links.values())
     fig, ax = plt.subplots(figsize=(8, 4))
-    roles = traffic_report.tasks_by_host(run)
+    roles = traffic_section.tasks_by_host(run)
     for host, recs in sorted(links.items()):
         ax.plot([r["time"] - t0 for r in recs], [r["tx_kbps"] / 1000 for r in recs],
                 label=f"{host} ({', '.join(sorted(roles.get(host, [])))})")

@@ -13,7 +13,7 @@ import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfbench.config import MODES, STRATEGIES
-from tools.aggregate import Point, varying
+from tools.report.aggregate import Point, varying
 
 SCALE = "scale"  # aggregate.identity's N of scaling efficiency: workers (mirrored: local devices)
 ALIASES: Dict[str, Tuple[str, ...]] = {SCALE: ("num_workers", "num_local_devices")}

@@ -1,8 +1,8 @@
 """PNG plots of points (throughput, scaling efficiency, step time) and of one run's resources.
 
 Each point plot is a grid of panels (e.g. mode × batch) with one line per series as
-tools.series defines it (e.g. one per strategy, across workers); a line keeps its colour and
-marker in every panel and the legend sits below the panels. The *_figure functions return the
+tools.report.plot_lines defines it (e.g. one per strategy, across workers); a line keeps its
+colour and marker in every panel and the legend sits below the panels. The *_figure functions return the
 matplotlib figure so that tests can read the lines back. Matplotlib runs headless (Agg).
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatter, NullFormatter, PercentFormatter  # noqa: E402
 
 from tfbench.config import STRATEGIES  # noqa: E402
-from tools import series  # noqa: E402
-from tools.aggregate import Point  # noqa: E402
-from tools.runs import Run  # noqa: E402
+from tools.report import plot_lines  # noqa: E402
+from tools.report.aggregate import Point  # noqa: E402
+from tools.rundirs.runs import Run  # noqa: E402
 
 ROLES = ("chief", "worker", "ps", "evaluator")
 RESOURCE_METRICS = (("cpu_percent", "CPU % (100 = one core)"), ("rss_mb", "RSS (MB)"),
@@ -50,7 +50,7 @@ def throughput_figure(points: Sequence[Point]) -> Optional[Figure]:
     """Cluster images/sec against workers, one line per strategy (and per other differing axis),
     dashed: ideal scaling from the line's own 1-worker rate; error bars from repeats."""
     points = [p for p in points if _finite(p.images_per_sec)]
-    groups = series.panels(points, x=series.SCALE, panel_keys=series.SCALING_PANELS, primary="strategy")
+    groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=plot_lines.SCALING_PANELS, primary="strategy")
     bars = _CI_NOTE if any(len(p.runs) > 1 for p in points) else _NO_CI_NOTE
     if points and not any(len(line.points) > 1 for g in groups for line in g.lines):
         return _bar_figure(groups, title=f"Cluster throughput at one worker count: no scaling curve\n({bars})",
@@ -63,7 +63,7 @@ def throughput_figure(points: Sequence[Point]) -> Optional[Figure]:
 def efficiency_figure(points: Sequence[Point]) -> Optional[Figure]:
     """Scaling efficiency against workers, one line per strategy; 100% is linear scaling."""
     points = [p for p in points if _finite(p.efficiency)]
-    groups = series.panels(points, x=series.SCALE, panel_keys=series.SCALING_PANELS, primary="strategy")
+    groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=plot_lines.SCALING_PANELS, primary="strategy")
     for group in groups:  # a line measured at 1 worker only is 100% by definition: nothing to show
         group.lines = [line for line in group.lines if line.xs != [1]]
     return line_figure(groups, title="Scaling efficiency vs workers: rate at N ÷ (N × rate at 1)",
@@ -75,14 +75,14 @@ def step_time_figure(points: Sequence[Point]) -> Optional[Figure]:
     """Mean step time against per-replica batch, one panel per mode and worker count, one line
     per strategy (drawn only when the data hold more than one batch size)."""
     points = [p for p in points if _finite((p.stats or {}).get("mean_s"))]
-    groups = series.panels(points, x="batch_size", panel_keys=("mode", series.SCALE), primary="strategy")
+    groups = plot_lines.panels(points, x="batch_size", panel_keys=("mode", plot_lines.SCALE), primary="strategy")
     mirrored = "; mirrored: local devices count as workers" if _has_mirrored(points) else ""
     return line_figure(groups, title=f"Step time vs batch size (error bars: step-time 95% CI{mirrored})",
                    xlabel="batch per replica (images)", ylabel="mean global step time (s)",
                    y=lambda p: p.stats["mean_s"], yerr=step_error)
 
 
-def line_figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: str, y: Callable[[Point], float],
+def line_figure(groups: List[plot_lines.Panel], *, title: str, xlabel: str, ylabel: str, y: Callable[[Point], float],
             yerr: Optional[Callable[[Point], Tuple[float, float]]] = None, ideal: bool = False,
             percent: bool = False) -> Optional[Figure]:
     """A grid of panels, one colour and marker per line label across all panels, and one legend
@@ -118,14 +118,14 @@ def line_figure(groups: List[series.Panel], *, title: str, xlabel: str, ylabel: 
     return fig
 
 
-def _bar_figure(groups: List[series.Panel], *, title: str, ylabel: str, y: Callable[[Point], float],
+def _bar_figure(groups: List[plot_lines.Panel], *, title: str, ylabel: str, y: Callable[[Point], float],
                 yerr: Callable[[Point], Tuple[float, float]]) -> Figure:
     """One bar per line (each has a single point), in the lines' colours, for data with nothing to join."""
     labels = list(dict.fromkeys(line.label for g in groups for line in g.lines))
     colors, _ = _styles(labels)
     fig, axes = _grid(groups)
     for group, ax in zip(groups, axes):
-        names = [f"{line.label}\n{line.xs[0]} {series.scale_unit(line.points[0].config, line.xs[0])}"
+        names = [f"{line.label}\n{line.xs[0]} {plot_lines.scale_unit(line.points[0].config, line.xs[0])}"
                  for line in group.lines]
         heights = [y(line.points[0]) for line in group.lines]
         err = np.array([[_zero_if_bad(e) for e in yerr(line.points[0])] for line in group.lines]).T
@@ -139,7 +139,7 @@ def _bar_figure(groups: List[series.Panel], *, title: str, ylabel: str, y: Calla
     return fig
 
 
-def _grid(groups: List[series.Panel]) -> Tuple[Figure, List]:
+def _grid(groups: List[plot_lines.Panel]) -> Tuple[Figure, List]:
     """A figure with one row per first panel key (e.g. mode) and one column per second (e.g.
     batch); the axes of each group in order, unused cells hidden."""
     rows = sorted({g.order[0] for g in groups})
@@ -166,7 +166,7 @@ def _styles(labels: Sequence[str]) -> Tuple[Dict[str, str], Dict[str, str]]:
             {label: _MARKERS[i % len(_MARKERS)] for label, i in index.items()})
 
 
-def _axes(ax, group: series.Panel, xlabel: str, ylabel: str, percent: bool, ys: List[float]) -> None:
+def _axes(ax, group: plot_lines.Panel, xlabel: str, ylabel: str, percent: bool, ys: List[float]) -> None:
     xs = group.xs
     if len(xs) > 2 and xs[0] > 0 and xs[-1] / xs[0] >= 4:  # sizes that double: evenly spaced on log2
         ax.set_xscale("log", base=2)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from tools.aggregate import Point
-from tools.convergence_report import way
-from tools.summary import fmt, table
+from tools.report.aggregate import Point
+from tools.report.convergence_section import way
+from tools.report.summary import fmt, table
 
 HEADERS = ["run", "training", "workers", "fault", "others went on s", "ready again s",
            "first update s (restart: measuring again)", "no step ran s", "images/sec before",

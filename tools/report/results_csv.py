@@ -11,8 +11,8 @@ import os
 from typing import Dict, Iterable, List, Sequence
 
 import tfbench.config as config_lib
-from tools.aggregate import rate_interval
-from tools.runs import Run
+from tools.report.aggregate import rate_interval
+from tools.rundirs.runs import Run
 
 LEAD = ("run_id", "run_dir", "kind", "status", "task", "role", "index", "failed_task", "reason")
 CONFIG = tuple(f.name for f in dataclasses.fields(config_lib.RunConfig))

@@ -7,8 +7,8 @@ import os
 from typing import List, Optional, Sequence
 
 from tfbench.measure.breakdown import PARTS
-from tools.aggregate import Point, order_key
-from tools.summary import fmt, table
+from tools.report.aggregate import Point, order_key
+from tools.report.summary import fmt, table
 
 COLUMNS = ("strategy", "num_workers", "num_ps", "ps_placement", "ps_sync", "batch_size", "link_bandwidth")
 

@@ -6,8 +6,8 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfbench.config import RunConfig, knobs
-from tools.aggregate import Comparison, Point, order_key, varying
-from tools.findings import findings
+from tools.report.aggregate import Comparison, Point, order_key, varying
+from tools.report.findings import findings
 
 # (config key, header) of the columns every results table has.
 STANDARD = (("strategy", "strategy"), ("scale", "workers"), ("num_ps", "ps"),
@@ -47,7 +47,7 @@ def render(title: str, points: Sequence[Point], failures: Sequence[Failure],
         lines += ["", "## Findings", ""] + found
     lines += ["", DEFINITIONS, "", "## Results", ""]
     lines.append(results_table(points) if points else "No run finished ok.")
-    lines += list(sections)  # e.g. tools.convergence_report's
+    lines += list(sections)  # e.g. tools.report.convergence_section's
     for heading, pairs in comparisons:
         if pairs:
             lines += ["", f"## {heading}", "", comparison_table(pairs)]

@@ -1,4 +1,4 @@
-"""python -m tools.tb_export <dir> [--out file.csv]
+"""python -m tools.report.tb_export <dir> [--out file.csv]
 
 Every scalar of every TensorBoard event file below <dir> as CSV rows (run, tag, step, wall_time,
 value), for analysis outside TensorBoard. "run" is the event directory relative to <dir>, as
@@ -25,7 +25,7 @@ sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.
 from tensorboard.backend.event_processing import event_accumulator  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
-from tfbench.config import helptext as usage  # noqa: E402
+from tfbench.config import helptext  # noqa: E402
 
 FLAGS = flags.FLAGS
 COLUMNS = ("run", "tag", "step", "wall_time", "value")
@@ -84,7 +84,7 @@ def define_flags() -> None:
 
 def main(argv) -> int:
     if len(argv) != 2:
-        print("usage: python -m tools.tb_export <dir> [--out file.csv]", file=sys.stderr)
+        print("usage: python -m tools.report.tb_export <dir> [--out file.csv]", file=sys.stderr)
         return 2
     root = argv[1]
     if not os.path.isdir(root):
@@ -100,4 +100,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, lambda: [("Export", ["out"])], "tools.tb_export", define_flags))
+    app.run(main, flags_parser=helptext.parser(__doc__, lambda: [("Export", ["out"])], "tools.report.tb_export",
+                                               define_flags))

@@ -16,9 +16,9 @@ import os
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tools.aggregate import Point
-from tools.runs import Run
-from tools.summary import fmt, table
+from tools.report.aggregate import Point
+from tools.rundirs.runs import Run
+from tools.report.summary import fmt, table
 
 W = r"\|w\|"  # |w| inside a markdown table cell
 HEADERS = ["strategy", "workers", "hosts", f"reference ({W})", f"local emulated tx / rx ({W})",

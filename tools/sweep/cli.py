@@ -23,12 +23,12 @@ import yaml
 from absl import app, flags
 
 from cluster.child_run import last_line, run_command
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
-from tools import grid as grid_lib
-from tools import report
-from tools.runs import load_run
-from tools.sweep_state import DONE, FAILED, SweepDir
+from tools.report import cli as report
+from tools.sweep import grid as grid_lib
+from tools.rundirs.runs import load_run
+from tools.rundirs.sweep_state import DONE, FAILED, SweepDir
 
 FLAGS = flags.FLAGS
 PROG = "tools.sweep"
@@ -184,7 +184,7 @@ def resolve(sweep: SweepDir) -> grid_lib.Grid:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}", PROG)
+        helptext.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}", PROG)
     name = os.path.splitext(os.path.basename(FLAGS.config))[0] if FLAGS.config else "sweep"
     sweep = SweepDir(os.path.abspath(FLAGS.sweep_dir or os.path.join("sweeps", name)))
     command = shlex.split(FLAGS.command) if FLAGS.command else list(DEFAULT_COMMAND)
@@ -197,7 +197,7 @@ def main(argv) -> int:
         print(f"sweep directory: {sweep.path}")
         result = run_sweep(sweep.path, grid, command)
     except ConfigError as e:
-        usage.fail_usage(str(e), PROG)
+        helptext.fail_usage(str(e), PROG)
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return 130
@@ -212,5 +212,6 @@ def help_groups():
             ("Axes (comma-separated values; each replaces that axis of --config)", list(grid_lib.AXES))]
 
 
-if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, help_groups, PROG, define_flags))
+def run() -> None:
+    """`python -m tools.sweep` (tools/sweep/__main__.py)."""
+    app.run(main, flags_parser=helptext.parser(__doc__, help_groups, PROG, define_flags))
