@@ -27,7 +27,7 @@ from cluster.spec import ClusterPlan, TaskSpec
 from cluster.topology import make_plan, retarget
 from tfbench.config import RunConfig
 from tfbench.config import flags as tfbench_flags
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 
 flags.DEFINE_string("out_dir", "k8s", "Directory the manifests are written to.")
@@ -161,7 +161,7 @@ def write(out_dir: str, config: RunConfig, target: Target) -> Dict[str, str]:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
+        helptext.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = flags.FLAGS
     try:
         config = config_lib.validate(tfbench_flags.config_from_flags(), by_hand=True, engine_nodes=True)
@@ -173,7 +173,7 @@ def main(argv) -> int:
             config = config.replace(run_id=default_run_id(config.model, config.strategy, config.num_workers))
         config = config.replace(logdir=RUNS)
     except ConfigError as e:
-        usage.fail_usage(str(e))
+        helptext.fail_usage(str(e))
     written = write(fv.out_dir, config, Target(fv.image, fv.workdir, fv.namespace, fv.pvc))
     for path in written.values():
         print(f"tfbench: wrote {path}")
@@ -183,8 +183,8 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return usage.names_of(tfbench_flags.GROUPS) + [("Manifests", ["out_dir", "image", "workdir", "namespace", "pvc"])]
+    return helptext.names_of(tfbench_flags.GROUPS) + [("Manifests", ["out_dir", "image", "workdir", "namespace", "pvc"])]
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "cluster.k8s", tfbench_flags.define_flags))
+    app.run(main, flags_parser=helptext.parser(__doc__, help_groups, "cluster.k8s", tfbench_flags.define_flags))

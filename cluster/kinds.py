@@ -4,7 +4,7 @@ The one place that reads --launcher and --network together: every other module a
 (does each task run on this machine? is each host a network namespace of its own? does an engine
 start the tasks?) instead of comparing the flags again. What each kind does (its launcher, dry
 run, preflight, monitor) is mapped in cluster/launchers/registry.py; by-hand clusters
-(python -m cluster.plan) and Kubernetes manifests (python -m cluster.k8s) are kinds whose tasks
+(python -m cluster.by_hand) and Kubernetes manifests (python -m cluster.k8s) are kinds whose tasks
 someone else starts.
 """
 from __future__ import annotations

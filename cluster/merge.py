@@ -1,5 +1,5 @@
 """`python -m cluster.merge --run_dir DIR`: the cluster record and table of a run whose tasks were
-started outside the local launcher (by hand from `python -m cluster.plan --run_dir`, or as Slurm
+started outside the local launcher (by hand from `python -m cluster.by_hand --run_dir`, or as Slurm
 steps).
 
 Every task appends its own record to DIR/results.jsonl; this computes the cluster record from

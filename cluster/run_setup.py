@@ -1,6 +1,6 @@
 """A run directory made ready before any task starts: the config, the plan and the environment
 every task reads, and the TensorBoard layout the run opens on. Shared by `python -m tfbench` and
-`python -m cluster.plan --run_dir` (tasks started by hand read the same files)."""
+`python -m cluster.by_hand --run_dir` (tasks started by hand read the same files)."""
 from __future__ import annotations
 
 from tfbench.measure import environment

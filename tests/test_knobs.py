@@ -11,7 +11,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.measure import comm
 from tfbench.results import tuned
 from tfrun import cluster_record, run_tiny, task_records
-from tools import grid as grid_lib
+from tools.sweep import grid as grid_lib
 
 MIB = 1 << 20
 

@@ -14,7 +14,7 @@ from absl import app, flags
 import tfbench.config as config_lib
 from cluster.launchers import registry
 from tfbench.config import flags as tfbench_flags
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 from tfbench.config.helptext import fail_usage
 from tfbench.measure import startup
@@ -35,7 +35,7 @@ def _define() -> None:
     tfbench_flags.define_command_flags()
 
 
-parse_flags = usage.parser(USAGE, usage.tfbench_groups, "tfbench", _define)
+parse_flags = helptext.parser(USAGE, helptext.tfbench_groups, "tfbench", _define)
 
 
 def validated_config() -> config_lib.RunConfig:

@@ -63,7 +63,7 @@ BEHAVIOURS: Dict[str, Behaviour] = {
     "slurm": Behaviour("cluster.launchers.slurm:SlurmLauncher", "slurm_lines", _slurm_checks, "nodes"),
     "slurm_nodes": Behaviour("cluster.launchers.slurm_nodes:NodeSlurmLauncher", "slurm_nodes_lines",
                              _slurm_nodes_checks, "nodes"),
-    "by_hand": Behaviour("", "", _no_checks, ""),  # python -m cluster.plan prints the commands
+    "by_hand": Behaviour("", "", _no_checks, ""),  # python -m cluster.by_hand prints the commands
     "kubernetes": Behaviour("", "", _no_checks, ""),  # python -m cluster.k8s writes the manifests
 }
 assert set(BEHAVIOURS) == set(KINDS), "every kind in cluster.kinds needs its behaviour here"

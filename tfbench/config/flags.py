@@ -160,7 +160,7 @@ def flag_names(groups=GROUPS):
 
 
 def define_flags() -> None:
-    """Defines the RunConfig flags once (cluster.plan and tools reuse them)."""
+    """Defines the RunConfig flags once (cluster.by_hand and tools reuse them)."""
     if "model" in FLAGS:
         return
     for _, entries in GROUPS:

@@ -104,7 +104,7 @@ def collect(with_horovod: bool = False) -> dict:
         "tensorflow_distribution": distribution.tensorflow(),
         "tfbench_commit": tfbench_commit(),
     }
-    env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.peak), or why there is none
+    env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.bench.peak), or why there is none
     if with_horovod:
         env["horovod_check_build"] = horovod_check_build()
     return env
