@@ -13,7 +13,8 @@ from typing import Optional, Sequence
 STOP_WAIT_S = 10.0
 
 
-def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout_s: Optional[float]) -> Optional[int]:
+def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout_s: Optional[float],
+                env: Optional[dict] = None) -> Optional[int]:
     """Exit code of `argv`, or None when it ran past `timeout_s` and was stopped.
 
     The command gets a process group of its own so that stopping it also stops the tasks it
@@ -21,7 +22,7 @@ def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout
     killed outright (SIGKILL) has the kernel send it SIGTERM, on which tfbench tears its run down.
     """
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True, preexec_fn=_terminate_with(os.getpid()))
         try:
             return proc.wait(timeout=timeout_s)

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 
 from cluster.child_run import last_line, run_command
 from tfbench.config import RunConfig, knobs
-from tfbench.measure import environment
+from tfbench.measure import environment, startup
 from tfbench.results import records, rundir, tuned
 
 NOISE = 0.05  # the least relative half-width of a point's interval
@@ -79,7 +79,8 @@ def run_point(config: RunConfig, point: Point, points_dir: str) -> dict:
     argv = [sys.executable, "-m", "tfbench", *command_flags(point_config)]
     out, err = (os.path.join(points_dir, f"{run_id}.{kind}") for kind in ("out", "err"))
     started = time.time()
-    code = run_command(argv, out, err, POINT_TIMEOUT_S)
+    env = {k: v for k, v in os.environ.items() if k != startup.LAUNCHED_ENV}  # each point's start-up is its own
+    code = run_command(argv, out, err, POINT_TIMEOUT_S, env)
     result = {"run_id": run_id, "elapsed_s": round(time.time() - started, 1), "status": "failed"}
     path = os.path.join(points_dir, run_id, "results.jsonl")
     cluster = next((r for r in records.read(path) if r.get("kind") == "cluster"), None) if os.path.exists(path) else None

@@ -102,6 +102,7 @@ def collect(with_horovod: bool = False) -> dict:
         "gpus": gpus(),
         "versions": {p: _version(p) for p in PACKAGES},
         "tensorflow_distribution": distribution.tensorflow(),
+        "tf_enable_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1 (tfbench's default)"),
         "tfbench_commit": tfbench_commit(),
     }
     env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.bench.peak), or why there is none

@@ -10,6 +10,7 @@ import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # as tfbench.framework.tf_import: the same kernels
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
 
 
