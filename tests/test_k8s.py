@@ -62,8 +62,11 @@ def test_different_run_ids_name_different_objects():
     assert len({k8s.k8s_name(i) for i in ids}) == len(ids)
 
 
+LONG = MWMS.replace(run_id="9" * 128, num_workers=120)
+
+
 @pytest.mark.parametrize("builder", BUILDERS, ids=list(BUILDERS))
-@pytest.mark.parametrize("config", [PS, MWMS, MWMS.replace(run_id="9" * 128, num_workers=120)], ids=["ps", "mwms", "long"])
+@pytest.mark.parametrize("config", [PS, MWMS, LONG], ids=["ps", "mwms", "long"])
 def test_every_object_passes_its_schema_and_name_rules(config, builder):
     objects = BUILDERS[builder](config, TARGET)
     assert [o["kind"] for o in objects][:1] == ["ConfigMap"]
@@ -142,7 +145,8 @@ def test_tfjob_operator_tf_config_round_trips(config, resolver_for):
     plan = plan_in(config_map)
     for rtype, spec in specs.items():
         (container,) = spec["template"]["spec"]["containers"]
-        assert container["name"] == "tensorflow" and container["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
+        assert container["name"] == "tensorflow"
+        assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
         assert "--task tf_config" in container["command"][-1]
         cpus = int(container["resources"]["requests"]["cpu"])
         for i in range(spec["replicas"]):
@@ -170,9 +174,9 @@ def indexed_pods(objects):
                         yield rjob["name"], i, host, spec["template"]["spec"]["containers"][0]["command"][-1]
         elif obj["kind"] == "Job":
             pod = obj["spec"]["template"]["spec"]
+            job = obj["metadata"]["name"]
             for i in range(obj["spec"]["completions"]):
-                yield (obj["metadata"]["name"].rpartition("-")[2], i, f"{obj['metadata']['name']}-{i}.{pod['subdomain']}",
-                       pod["containers"][0]["command"][-1])
+                yield job.rpartition("-")[2], i, f"{job}-{i}.{pod['subdomain']}", pod["containers"][0]["command"][-1]
 
 
 @pytest.mark.parametrize("builder", ["jobset", "indexed-jobs"])
