@@ -18,8 +18,8 @@ $(REQ_STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	@rm -f $(VENV)/.requirements-* && touch $@
 
-$(HVD_STAMP): $(REQ_STAMP) tools/build_horovod.sh
-	VENV=$(VENV) bash tools/build_horovod.sh
+$(HVD_STAMP): $(REQ_STAMP) tools/scripts/build_horovod.sh
+	VENV=$(VENV) bash tools/scripts/build_horovod.sh
 	@touch $@
 
 horovod: $(HVD_STAMP)
@@ -27,7 +27,7 @@ horovod: $(HVD_STAMP)
 # Slurm and munge from Debian (root), for --launcher=slurm on this machine and the Slurm tests,
 # which also call this themselves when run as root.
 slurm:
-	bash tools/install_slurm.sh
+	bash tools/scripts/install_slurm.sh
 
 # The default job: a few-minute comparison of strategies on ResNet50 (3 points, ~3 min on 2 cores),
 # table and plots.
@@ -43,18 +43,18 @@ test-fast: setup
 
 # Side by side: tfbench vs a minimal loop, bf16 vs fp32, fraction of the GEMM peak, 2 vs 1
 # one-core workers (MWMS, Horovod); then the monitor's cost. About 10 minutes on 2 cores.
-# tools.peak refuses a busy machine (a peak measured under load is too low): the benchmark then
+# tools.bench.peak refuses a busy machine (a peak measured under load is too low): the benchmark then
 # goes on and its fraction-of-peak line says the peak is unknown.
 bench: setup
-	-$(PY) -m tools.peak
+	-$(PY) -m tools.bench.peak
 	$(PY) -m tools.bench --repeats=2
-	$(PY) -m tools.bench_overhead --against=monitor_off --repeats=2
+	$(PY) -m tools.bench.overhead --against=monitor_off --repeats=2
 
 # 50 short runs of every strategy and launcher present, then a sweep interrupted by SIGINT and
 # SIGKILL and resumed; prints what each left behind (processes, ports, namespaces, Slurm jobs,
 # temp dirs, open files; goal: 0) and checks every sweep point is done exactly once (~12 min).
 soak: setup
-	$(PY) -m tools.soak --runs=50
+	$(PY) -m tools.bench.soak --runs=50
 
 # PS vs MWMS vs Horovod, 1-2 one-core workers, batch 8/16/32, forward and train, ResNet50 32 px:
 # 36 points, ~18 min on 2 cores (docs/sweeps.md).
@@ -96,7 +96,7 @@ latency: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --sweep_dir=$$d/async --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --ps_sync=true --num_ps=1 --batch_size=32 \
 		--sweep_dir=$$d/sync --report=false; \
-	$(PY) -m tools.latency_report $$d
+	$(PY) -m tools.report.latency $$d
 
 # PS (separate) vs MWMS, 1-4 workers on 100 Mbit links: local emulated hosts and Slurm jobs on a
 # private Slurm of emulated nodes side by side, bytes per step per host against the law:

@@ -19,6 +19,7 @@ import signal
 import time
 from typing import Callable, Dict, List, Optional
 
+from cluster.kinds import kind_of
 from tfbench.config.faults import Fault
 from tfbench.loop import progress
 
@@ -73,7 +74,7 @@ class FaultInjector:
         """A killed parameter-server worker (not yet restarted) comes back at its address; not under
         Slurm, whose step ends with any task (--kill-on-bad-exit)."""
         return (self.killed(task) and self.config.strategy == "parameter_server" and task.startswith("worker_")
-                and self.config.launcher != "slurm" and "restarted_wall" not in self.applied[task])
+                and kind_of(self.config).restarts_tasks and "restarted_wall" not in self.applied[task])
 
     def restarts_cluster(self, task: str) -> bool:
         """A killed task the run survives only by starting every task again from the last
@@ -81,7 +82,7 @@ class FaultInjector:
         parameter-server worker, which restarts alone, except under Slurm, whose job is
         submitted again as a whole)."""
         all_reduce = self.config.strategy == "multi_worker_mirrored"
-        alone = task.startswith("worker_") and self.config.launcher != "slurm"
+        alone = task.startswith("worker_") and kind_of(self.config).restarts_tasks
         ps_side = self.config.strategy == "parameter_server" and not alone
         return (self.killed(task) and (all_reduce or ps_side) and self.config.checkpoint_every > 0
                 and "cluster_restarted_wall" not in self.applied[task])

@@ -22,7 +22,7 @@ import tfbench.config as config_lib
 from cluster.k8s_manifests import MANIFESTS, RUNS, Target, check_target
 from tfbench.config import RunConfig
 from tfbench.config import flags as tfbench_flags
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 
 flags.DEFINE_string("out_dir", "k8s", "Directory the manifests are written to.")
@@ -45,7 +45,7 @@ def write(out_dir: str, config: RunConfig, target: Target) -> Dict[str, str]:
 
 def main(argv) -> int:
     if len(argv) > 1:
-        usage.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
+        helptext.fail_usage(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = flags.FLAGS
     try:
         config = config_lib.validate(tfbench_flags.config_from_flags(), by_hand=True, engine_nodes=True)
@@ -59,7 +59,7 @@ def main(argv) -> int:
         target = Target(fv.image, fv.workdir, fv.namespace, fv.pvc)
         check_target(target)
     except ConfigError as e:
-        usage.fail_usage(str(e))
+        helptext.fail_usage(str(e))
     written = write(fv.out_dir, config, target)
     for path in written.values():
         print(f"tfbench: wrote {path}")
@@ -70,8 +70,8 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return usage.names_of(tfbench_flags.GROUPS) + [("Manifests", ["out_dir", "image", "workdir", "namespace", "pvc"])]
+    return helptext.names_of(tfbench_flags.GROUPS) + [("Manifests", ["out_dir", "image", "workdir", "namespace", "pvc"])]
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=usage.parser(__doc__, help_groups, "cluster.k8s", tfbench_flags.define_flags))
+    app.run(main, flags_parser=helptext.parser(__doc__, help_groups, "cluster.k8s", tfbench_flags.define_flags))

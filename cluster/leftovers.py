@@ -3,7 +3,7 @@ namespace wrappers, horovodrun, delay lines, the Slurm job follower and node mon
 daemons of a private Slurm, whose files sit in a tfbench-* directory), network namespaces,
 interfaces (links, TAP devices, login links: all named tfb*) and namespace owner files.
 
-A snapshot before and after a run, a soak (tools.soak) or the test suite (tests/conftest.py),
+A snapshot before and after a run, a soak (tools.bench.soak) or the test suite (tests/conftest.py),
 compared kind by kind, shows what was left behind.
 """
 from __future__ import annotations

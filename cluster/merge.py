@@ -1,10 +1,10 @@
 """`python -m cluster.merge --run_dir DIR`: the cluster record and table of a run whose tasks were
-started outside the local launcher (by hand from `python -m cluster.plan --run_dir`, or as Slurm
+started outside the local launcher (by hand from `python -m cluster.by_hand --run_dir`, or as Slurm
 steps).
 
 Every task appends its own record to DIR/results.jsonl; this computes the cluster record from
 them with the same function and the same fields as the local launcher, appends it once, writes
-the run's HParams and prints the table. Run it again and it prints the table it already wrote.
+the run's end (cluster.run_end) and prints the table. Run it again and it prints the table again.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Optional
 
 from tfbench.config import RunConfig
 from tfbench.config.helptext import argument_parser
-from tfbench.results import records, table
+from cluster import run_end
+from tfbench.results import records
 from tfbench.results.rundir import RunDir
-from tfbench.tensorboard import hint
 
 
 def existing(run: RunDir) -> Optional[dict]:
@@ -35,12 +35,6 @@ def merge(run: RunDir, launcher: str, resources: Optional[dict] = None) -> dict:
     return record
 
 
-def render(run: RunDir, record: dict) -> str:
-    config = RunConfig.from_dict(run.read_json("config.json"))
-    tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
-    return table.render(config, record, tasks)
-
-
 def main(argv=None) -> int:
     parser = argument_parser(__doc__, "cluster.merge")
     parser.add_argument("--run_dir", required=True, help="the run directory the tasks wrote to")
@@ -51,20 +45,16 @@ def main(argv=None) -> int:
     except OSError:
         print(f"tfbench: error: {args.run_dir} is not a tfbench run directory (no config.json)", file=sys.stderr)
         return 2
-    record = existing(run)
-    if record is None:
-        try:
-            record = merge(run, "manual")
-        except ValueError as e:
-            print(f"tfbench: error: nothing to merge in {run.results}: {e}", file=sys.stderr)
-            return 1
-        from tfbench.tensorboard import step_split
-        from tfbench.tensorboard.hparams import write_hparams
-
-        write_hparams(run, RunConfig.from_dict(run.read_json("config.json")), record)
-        step_split.write(run, record)
-    print(render(run, record), flush=True)
-    print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
+    config, record = RunConfig.from_dict(run.read_json("config.json")), existing(run)
+    if record is not None:  # merged before: its end is written
+        print(run_end.summary(run, config, record), flush=True)
+        return 0
+    try:
+        record = merge(run, "manual")
+    except ValueError as e:
+        print(f"tfbench: error: nothing to merge in {run.results}: {e}", file=sys.stderr)
+        return 1
+    print(run_end.finish(run, config, record), flush=True)
     return 0
 
 

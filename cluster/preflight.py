@@ -1,40 +1,17 @@
-"""Can this machine start the run? Checks of what the launcher needs here (Horovod, root, Slurm's
+"""Can this machine start the run? Checks of what a launcher needs here (Horovod, root, Slurm's
 commands, network namespaces), made after the flags are valid and before anything is spawned
-or written, each ending with one line (ConfigError)."""
+or written, each ending with one line (ConfigError); cluster.launchers.registry says which
+checks each launcher kind needs."""
 from __future__ import annotations
 
 import importlib.util
 import os
 import shutil
 import sys
-from typing import List
+
 
 from cluster import netns
 from tfbench.config.errors import ConfigError
-
-
-def check_machine(config, dry_run: bool = False) -> List[str]:
-    """Every check the run's flags call for; returns warnings for a dry run.
-
-    A dry run of a Slurm job may be made where Slurm's commands are missing (to read the sbatch
-    script before logging in to the cluster): it is warned that the run itself would be refused."""
-    if config.strategy == "horovod":
-        check_horovod()
-    if config.horovod_elastic:
-        check_elastic_root()
-    warnings = []
-    if config.launcher == "slurm" and config.network == "emulated":
-        check_node_slurm()
-    elif config.launcher == "slurm" and not os.environ.get("SLURM_JOB_ID"):
-        try:
-            check_slurm()
-        except ConfigError as e:
-            if not dry_run:
-                raise
-            warnings.append(f"the run itself would be refused here: {e}")
-    if config.network == "emulated":
-        check_namespaces(config)
-    return warnings
 
 
 def check_horovod() -> None:

@@ -1,6 +1,6 @@
 """A run directory made ready before any task starts: the config, the plan and the environment
 every task reads, and the TensorBoard layout the run opens on. Shared by `python -m tfbench` and
-`python -m cluster.plan --run_dir` (tasks started by hand read the same files)."""
+`python -m cluster.by_hand --run_dir` (tasks started by hand read the same files)."""
 from __future__ import annotations
 
 from tfbench.measure import environment
@@ -8,11 +8,18 @@ from tfbench.results import records, rundir
 from tfbench.tensorboard.layout import write_layout
 
 
+def write_plan(run: rundir.RunDir, plan) -> None:
+    """plan.json, what every task reads its role, host, port and cores from: written here only,
+    when the run is prepared and again by supervision before tasks start on a changed plan
+    (a launcher's addresses, ports replaced after a bind failure)."""
+    run.write_json("plan.json", plan.to_dict())
+
+
 def prepare_run_dir(config, plan) -> rundir.RunDir:
     """Creates the run directory; ConfigError (one line) when it cannot be created."""
     run = rundir.create(config.logdir, config.run_id)
     run.write_json("config.json", config.to_dict())
-    run.write_json("plan.json", plan.to_dict())
+    write_plan(run, plan)
     run.write_json("environment.json", {"schema_version": records.SCHEMA_VERSION,
                                         **environment.collect(with_horovod=config.strategy == "horovod")})
     write_layout(run, elastic=config.horovod_elastic)

@@ -19,6 +19,7 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from cluster import cores as cores_lib
+from cluster.kinds import kind_of
 from cluster.ports import PortAllocator, is_local
 from cluster.spec import ClusterPlan, TaskSpec
 from tfbench.config import RunConfig
@@ -31,7 +32,7 @@ def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
     cores = tuple(cores) if cores is not None else cores_lib.available_cores()
     ports = ports or PortAllocator(config.base_port)
     n = config.num_workers
-    emulated = config.network == "emulated"
+    emulated = kind_of(config).emulated_hosts
     hosts = emulated_hosts(config) if emulated else list(config.hosts)
     local = (lambda host: True) if emulated else is_local
     warnings: List[str] = []

@@ -1,6 +1,6 @@
 """One module per distribution strategy behind one interface (strategies.base.StrategyAdapter).
 
-`create(config, task, plan)` turns a strategy name into an adapter and fails loudly on
+`create(config, task, plan, run_dir)` turns a strategy name into an adapter and fails loudly on
 unknown names, like tensorflow/models' distribute_utils.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ def adapter_class(name: str):
     return getattr(importlib.import_module(module), cls)
 
 
-def create(config, task, plan):
-    """The adapter for `config.strategy`, set up for this task (TensorFlow already configured)."""
-    return adapter_class(config.strategy)(config, task, plan)
+def create(config, task, plan, run_dir=None):
+    """The adapter for `config.strategy`, set up for this task (TensorFlow already configured);
+    `run_dir` (a RunDir) is where it may write files of its own (checkpoints, logs)."""
+    return adapter_class(config.strategy)(config, task, plan, run_dir)

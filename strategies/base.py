@@ -32,8 +32,8 @@ class Measurement:
 class StrategyAdapter(abc.ABC):
     """Base: a strategy for one task of a run."""
 
-    def __init__(self, config, task, plan):
-        self.config, self.task, self.plan = config, task, plan
+    def __init__(self, config, task, plan, run_dir=None):
+        self.config, self.task, self.plan, self.run_dir = config, task, plan, run_dir
         self.device = placement.compute_device(config)
         self.strategy = self.make_strategy()
         self.model = None
@@ -193,7 +193,7 @@ class SyncAdapter(StrategyAdapter):
         """Held-out evaluation between steps on the task that evaluates (None: no evaluation)."""
         from tfbench.loop import convergence
 
-        self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
+        self.evaluator = convergence.make(self.config, self.model, self.run_dir, self.task.name,
                                           self.device) if self.evaluates else None
         if self.evaluator is None:
             return None
@@ -219,7 +219,7 @@ class SyncAdapter(StrategyAdapter):
 
         step = self.setup()
         probe = placement.PlacementProbe()
-        saver = checkpoints.make(self, getattr(self, "run_dir", None))
+        saver = checkpoints.make(self, self.run_dir)
         first = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
         hooks = benchmark.StepHooks(profiler, self.evaluation_hook(), saver)
         with self.device_scope():

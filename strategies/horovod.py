@@ -2,11 +2,17 @@
 gradients across ranks, and rank 0's initial variables are broadcast before the first step."""
 from __future__ import annotations
 
-from typing import Callable
+import os
+from typing import Callable, Dict, Optional
 
 from strategies.base import SyncAdapter
+from strategies.multi_worker_mirrored import gradient_bytes
+from tfbench.config import knobs
 from tfbench.config.errors import ConfigError
 from tfbench.loop import steps
+from tfbench.measure import comm
+
+HOROVOD_KNOB_ENV = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_AUTOTUNE", "HOROVOD_AUTOTUNE_LOG")
 
 
 def import_horovod():
@@ -22,6 +28,7 @@ class HorovodAdapter(SyncAdapter):
         from tfbench.framework.tf_import import tf
 
         self.hvd = import_horovod()
+        os.environ.update(horovod_environment(self.config, self.run_dir, self.task))
         self.hvd.init()
         return tf.distribute.get_strategy()
 
@@ -46,7 +53,7 @@ class HorovodAdapter(SyncAdapter):
 
         hvd, config, model, optimizer = self.hvd, self.config, self.model, self.optimizer
         batches = self._rank_batches()
-        compression = hvd.Compression.fp16 if config.horovod_fp16_allreduce else hvd.Compression.none
+        compression = self.compressor = compressor(hvd, config.horovod_compression)
         marks = []  # the gradients-done timestamp of the trace being built
 
         def wrap(tape):
@@ -100,10 +107,34 @@ class HorovodAdapter(SyncAdapter):
 
     def summary(self):
         out = super().summary()
-        out["horovod_fp16_allreduce"] = self.config.horovod_fp16_allreduce
+        out.update(knobs.knobs_of(self.config))
+        out["horovod_compressor"] = self.compressor.__name__ if hasattr(self, "compressor") else None
+        out["horovod_environment"] = {k: os.environ[k] for k in sorted(os.environ) if k in HOROVOD_KNOB_ENV}
+        if self.config.mode == "train":
+            out["comm_plan"] = comm.plan_horovod(gradient_bytes(self.model), self.config.horovod_fusion_threshold_mb,
+                                                 0.5 if self.config.horovod_compression != "none" else 1.0)
         out["horovod_elastic"] = self.config.horovod_elastic
         out["horovod_rank"] = self.hvd.rank()
         return out
+
+
+def horovod_environment(config, run_dir: Optional[str], task) -> Dict[str, str]:
+    """The environment Horovod reads its knobs from at hvd.init() (tfbench.config.knobs)."""
+    env = {}
+    if config.horovod_fusion_threshold_mb >= 0:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(config.horovod_fusion_threshold_mb << 20)
+    if config.horovod_cycle_time_ms > 0:
+        env["HOROVOD_CYCLE_TIME"] = f"{config.horovod_cycle_time_ms:g}"
+    if config.horovod_autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+        if run_dir:
+            env["HOROVOD_AUTOTUNE_LOG"] = os.path.join(run_dir.tasks_dir, f"horovod_autotune_{task.name}.csv")
+    return env
+
+
+def compressor(hvd, name: str):
+    """Horovod's gradient compression (its all-reduce takes no bfloat16, so fp16 is the one it has)."""
+    return hvd.Compression.fp16 if name == "fp16" else hvd.Compression.none
 
 
 def marked_tape(tape, marks: list, tf):

@@ -5,7 +5,7 @@ schedules every step onto whichever worker is free. Variables live on the ps tas
 across them with more than one ps).
 
 - asynchronous (--ps_sync=false, TF2's native mode): every scheduled step applies its own
-  gradients. A cluster step is one round of N scheduled steps (N updates, DESIGN.md); each
+  gradients. A cluster step is one round of N scheduled steps (N updates, docs/definitions.md); each
   worker's record holds its own update times, labelled as such.
 - synchronous (--ps_sync=true, train only): one update per global step, aggregated and applied
   on the ps tasks (strategies.ps_sync); each worker's record holds its gradient closures and
@@ -21,9 +21,11 @@ import collections
 import contextlib
 from typing import Dict, List
 
-from strategies import placement, staleness
+from strategies import placement, ps_placement, staleness
 from strategies.base import Measurement, StrategyAdapter
+from tfbench.config import knobs
 from tfbench.loop.benchmark import StepTiming
+from tfbench.measure import comm
 from tfbench.tensorboard.events import EventWriter
 
 
@@ -56,12 +58,9 @@ class ParameterServerAdapter(StrategyAdapter):
         # the runtime placement (placement.placer_log_devices), not the requested devices.
         tf.debugging.set_log_device_placement(True)
         num_ps = len(self.plan.cluster_spec.get("ps", []))
-        partitioner = None
-        if num_ps > 1:
-            partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-                min_shard_bytes=256 << 10, max_shards=num_ps)
         strategy = tf.distribute.ParameterServerStrategy(
-            tf.distribute.cluster_resolver.TFConfigClusterResolver(), variable_partitioner=partitioner)
+            tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+            variable_partitioner=ps_placement.variable_partitioner(self.config, num_ps))
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         self.num_workers = len(self.plan.cluster_spec.get("worker", []))
         self.shards_used: List[List[int]] = []
@@ -77,6 +76,15 @@ class ParameterServerAdapter(StrategyAdapter):
 
     def device_scope(self):
         return contextlib.nullcontext()  # variables go to ps, computation to workers
+
+    @contextlib.contextmanager
+    def scope(self):
+        """The strategy's scope, with the greedy placer (--ps_placer) around variable creation."""
+        num_ps = len(self.plan.cluster_spec.get("ps", []))
+        placer = ps_placement.greedy(self.strategy, num_ps) if self.config.ps_placer == "greedy" and num_ps > 1 \
+            else contextlib.nullcontext()
+        with self.strategy.scope(), placer:
+            yield
 
     def data_shards(self) -> List[int]:
         return self.shards_used[0] if self.shards_used else []
@@ -128,7 +136,7 @@ class ParameterServerAdapter(StrategyAdapter):
         iterator = self.iterator = self._dataset()  # held: freeing it on the coordinator is slow (tfbench.task)
         self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
         self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
-        saver = checkpoints.make(self, getattr(self, "run_dir", None))
+        saver = checkpoints.make(self, self.run_dir)
         self.first_step = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
         self.first_measured = benchmark.first_measured_step(self.config, self.first_step)
         hooks = benchmark.StepHooks(profiler, self._evaluation_hook(), saver)
@@ -156,7 +164,7 @@ class ParameterServerAdapter(StrategyAdapter):
         weights from the ps between rounds while asynchronous workers keep training."""
         from tfbench.loop import convergence
 
-        self.evaluator = convergence.make(self.config, self.model, getattr(self, "run_dir", None), self.task.name,
+        self.evaluator = convergence.make(self.config, self.model, self.run_dir, self.task.name,
                                           "/job:chief/replica:0/task:0/device:CPU:0", pauses_training=self.sync)
         if self.evaluator is None:
             return None
@@ -228,8 +236,14 @@ class ParameterServerAdapter(StrategyAdapter):
                 c["staleness"] = c["applied"] - 1 - c["read"]
                 c["clock_staleness"] = clocks.get(c["applied"])
         stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
+        shards = ps_placement.bytes_per_ps(self.model.variables)
         base = dict(self.summary(), ps_sync=sync, num_ps=len(self.plan.cluster_spec.get("ps", [])),
-                    ps_staleness_bound=self.config.ps_staleness_bound)
+                    ps_staleness_bound=self.config.ps_staleness_bound, ps_shards=shards,
+                    **knobs.knobs_of(self.config))
+        if train:
+            base["comm_plan"] = comm.plan_parameter_server(
+                [int(c.shape.num_elements()) * c.dtype.size for v in self.model.trainable_variables
+                 for c in (getattr(v, "variables", None) or [v])])
         if self.config.checkpoint_every:
             base.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=self.first_step)
         last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
@@ -301,7 +315,7 @@ class ParameterServerAdapter(StrategyAdapter):
         name = f"{role}_{index}"
         if role == "chief":
             placement.flush_c_stdout()
-        logs = getattr(self, "run_dir", None)
+        logs = self.run_dir
         log = logs.task_log(name) if logs is not None else ""
         report = placement.report(
             self.config, self.device if role == "worker" else "strategy-placed",

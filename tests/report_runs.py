@@ -1,4 +1,4 @@
-"""Hand-made run directories (config.json + results.jsonl, as tools.runs reads them) whose
+"""Hand-made run directories (config.json + results.jsonl, as tools.rundirs.runs reads them) whose
 numbers are known in advance: with per-replica batch B, R replicas and steps of s seconds, the
 cluster rate is B·R/s images/sec (the 5 measured steps of every task start together)."""
 import json
@@ -6,8 +6,8 @@ import os
 
 from tfbench.config import RunConfig
 from tfbench.results import records
-from tools import aggregate
-from tools.runs import find_runs
+from tools.report import aggregate
+from tools.rundirs.runs import find_runs
 
 T0 = 1_700_000_000.0
 JITTER = (-0.02, 0.0, 0.02, 0.0, 0.0)  # keeps the sum of 5 steps at 5 x the nominal step

@@ -1,8 +1,8 @@
-"""tools.delay_line_ceiling: its links are checked before anything is built."""
+"""tools.bench.delay_line_ceiling: its links are checked before anything is built."""
 import pytest
 
 from tfbench.config import ConfigError
-from tools import delay_line_ceiling
+from tools.bench import delay_line_ceiling
 
 
 def test_links_parse_as_rate_and_delay():

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from cluster.launchers import dry_run
+from cluster.launchers import registry
 from cluster.slurm.nodes import checked_plan
 from cluster.topology import make_plan
 from conftest import run_cli
@@ -18,7 +18,7 @@ MORE = 4 * os.cpu_count()
 def render(tmp_path, plan=None, **kw):
     config = RunConfig(logdir=str(tmp_path), run_id="planned", **kw)
     run = RunDir(str(tmp_path / "planned"))
-    return dry_run.render(config, plan or make_plan(config, cores=(0, 1)), run)
+    return registry.dry_run(config, plan or make_plan(config, cores=(0, 1)), run)
 
 
 @pytest.fixture

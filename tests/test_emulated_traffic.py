@@ -1,4 +1,4 @@
-"""Bytes per global step on each emulated host's link against DESIGN.md's reference points, on
+"""Bytes per global step on each emulated host's link against docs/definitions.md's reference points, on
 a model whose parameter size |w| is known: the tiny CNN with 25,000 classes has
 3·3·3·8+8 + 8·25000+25000 = 225,224 parameters, |w| = 900,896 bytes fp32.
 

@@ -5,7 +5,7 @@ import pytest
 
 from tests.report_runs import points_of, write_run
 from tests.test_scaling_plots import STEPS, write_grid
-from tools import findings, summary
+from tools.report import findings, summary
 
 TRAIN = "train, batch 16/replica"
 

@@ -16,22 +16,22 @@ from tfbench.config import RunConfig
 ABSL_INTERNALS = ("--pdb", "--run_with_pdb", "--verbosity", "--logtostderr", "--only_check_args")
 ENTRY_POINTS = {
     "tfbench": ["--model", "--strategy", "--num_workers", "--dry_run", "What runs:", "Distribution:"],
-    "cluster.plan": ["--model", "--strategy", "--format", "--run_dir", "Plan output:"],
+    "cluster.by_hand": ["--model", "--strategy", "--format", "--run_dir", "Plan output:"],
     "cluster.k8s": ["--model", "--out_dir", "--image", "--pvc", "--workdir", "--namespace", "Manifests:"],
     "cluster.merge": ["--run_dir"],
     "tools.sweep": ["--config", "--sweep_dir", "--repeats", "--set", "--strategy", "Axes"],
     "tools.report": ["--out", "Report:"],
-    "tools.soak": ["--runs", "--dir", "Soak:"],
-    "tools.tb_export": ["--out", "Export:"],
-    "tools.bench_overhead": ["--against", "--repeats", "Benchmark:"],
+    "tools.bench.soak": ["--runs", "--dir", "Soak:"],
+    "tools.report.tb_export": ["--out", "Export:"],
+    "tools.bench.overhead": ["--against", "--repeats", "Benchmark:"],
 }
 
 
 # Every command a user runs; --helpfull must answer like --help, with exit code 0.
-USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.plan", "cluster.k8s", "cluster.merge", "cluster.netns",
-                     "tools.sweep", "tools.report", "tools.soak", "tools.tb_export", "tools.bench",
-                     "tools.bench_overhead", "tools.peak", "tools.minimal_loop", "tools.model", "tools.latency_report",
-                     "tools.delay_line_ceiling")
+USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.by_hand", "cluster.k8s", "cluster.merge", "cluster.netns",
+                     "tools.sweep", "tools.report", "tools.report.tb_export", "tools.report.latency", "tools.model",
+                     "tools.bench", "tools.bench.overhead", "tools.bench.peak", "tools.bench.minimal_loop",
+                     "tools.bench.soak", "tools.bench.delay_line_ceiling")
 
 
 def test_every_run_config_field_is_a_declared_flag():
@@ -63,7 +63,7 @@ def test_tfbench_help_lists_every_run_config_flag_with_its_default():
             assert match.group(1) == str(value)
 
 
-@pytest.mark.parametrize("module,own", [("cluster.plan", ["run_dir", "format"]),
+@pytest.mark.parametrize("module,own", [("cluster.by_hand", ["run_dir", "format"]),
                                         ("cluster.k8s", ["out_dir", "image", "pvc", "workdir", "namespace"])])
 def test_plan_and_k8s_help_list_their_own_flags(module, own):
     """A flag line each (`  --name=default`), not only a mention in the description."""

@@ -41,7 +41,7 @@ def test_elastic_flags_are_refused_where_they_cannot_apply(kw, message):
 
 def test_elastic_is_refused_for_tasks_started_by_hand():
     with pytest.raises(ConfigError, match="--horovod_elastic needs tfbench's launcher"):
-        make(by_hand=True)  # `python -m cluster.plan` prints commands for a user to start
+        make(by_hand=True)  # `python -m cluster.by_hand` prints commands for a user to start
 
 
 def test_elastic_config_with_a_minimum_is_accepted():

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from tfrun import cluster_record, run_tiny
-from tools import latency_report
-from tools.runs import find_runs
+from tools.report import latency as latency_report
+from tools.rundirs.runs import find_runs
 
 PS = ["--strategy=parameter_server", "--num_workers=2", "--ps_placement=separate", "--network=emulated",
       "--link_bandwidth=100mbit", "--num_warmup_steps=1", "--num_steps=3"]
@@ -33,7 +33,7 @@ def test_a_two_worker_ps_idles_more_at_100_ms_than_at_0(logdir):
 
 def fake(latency, compute_ms, step_ms, num_ps=1, batch=32):
     """A finished async PS run whose step split records compute_ms of a step_ms global step."""
-    from tools.runs import Run
+    from tools.rundirs.runs import Run
 
     config = {"strategy": "parameter_server", "num_ps": num_ps, "num_workers": 2, "batch_size": batch,
               "link_latency": latency}

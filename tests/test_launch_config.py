@@ -61,7 +61,7 @@ def test_cli_refuses_other_hosts_before_anything_starts(tmp_path):
                      "--hosts=nodeA,nodeB", timeout=60)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "--launcher=slurm" in lines[0] and "cluster.plan" in lines[0], result.stderr
+    assert len(lines) == 1 and "--launcher=slurm" in lines[0] and "cluster.by_hand" in lines[0], result.stderr
     assert not logdir.exists()
 
 

@@ -1,6 +1,7 @@
 """The house's direction (docs/architecture.md): each floor imports only its own floor and those
 below; no import circles between modules or between folders, function-level imports included;
-tfbench/ holds few modules directly and no module is over 400 lines.
+tfbench/ holds few modules directly, tools/ its packages by job (at most a few entry shims beside
+them) and no module is over 400 lines.
 
 Imports are read with ast, so a lazy import inside a function counts like any other."""
 import ast
@@ -9,8 +10,8 @@ import os
 from conftest import ROOT
 
 PACKAGES = ("tfbench", "strategies", "cluster", "tools")
-ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.usage", "tools",
-                "cluster.plan", "cluster.k8s", "cluster.merge")
+ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.tune", "tfbench.usage", "tools",
+                "cluster.by_hand", "cluster.k8s", "cluster.merge")
 # Bottom to top. A module's floor is that of the longest prefix naming it.
 FLOORS = (
     ("tfbench.framework",),
@@ -136,6 +137,11 @@ def test_the_checker_sees_lazy_imports_and_circles():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = imports(modules())
     assert "strategies.ps_sync" in graph["strategies.parameter_server"]  # imported inside a method
+
+
+def test_tools_holds_packages_by_job():
+    direct = [f for f in os.listdir(os.path.join(ROOT, "tools")) if f.endswith(".py") and f != "__init__.py"]
+    assert len(direct) <= 5, f"modules directly in tools/ (put them in the package of their job): {direct}"
 
 
 def test_few_modules_in_tfbench_and_none_too_long():

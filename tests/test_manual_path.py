@@ -1,4 +1,4 @@
-"""The manual path: `python -m cluster.plan --run_dir` prepares a run directory and prints each
+"""The manual path: `python -m cluster.by_hand --run_dir` prepares a run directory and prints each
 host's commands; running exactly those on localhost, then the printed merge command, gives the
 same cluster record and table as the local launcher."""
 import json
@@ -13,7 +13,7 @@ from tfrun import cluster_record, task_records
 
 
 def plan_output(run_dir, *args):
-    proc = run_cli(*TINY, f"--run_dir={run_dir}", *args, module="cluster.plan", timeout=60)
+    proc = run_cli(*TINY, f"--run_dir={run_dir}", *args, module="cluster.by_hand", timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -37,7 +37,7 @@ def test_run_dir_is_prepared_and_commands_are_per_host(tmp_path):
 
 def test_existing_run_dir_is_refused(tmp_path):
     (tmp_path / "taken").mkdir()
-    proc = run_cli(*TINY, f"--run_dir={tmp_path / 'taken'}", module="cluster.plan", timeout=60)
+    proc = run_cli(*TINY, f"--run_dir={tmp_path / 'taken'}", module="cluster.by_hand", timeout=60)
     assert proc.returncode == 2 and "already exists" in proc.stderr
 
 

@@ -48,7 +48,7 @@ def test_the_run_table_prints_the_peak_and_flags_a_fraction_above_one(monkeypatc
 
 @pytest.fixture
 def peak_tool(tmp_path, monkeypatch):
-    from tools import peak
+    from tools.bench import peak
 
     monkeypatch.setenv(peaks.CACHE_ENV, str(tmp_path / "peak.json"))
     if not flags.FLAGS.is_parsed():
@@ -63,7 +63,7 @@ def test_a_busy_machine_is_refused_before_measuring(peak_tool, monkeypatch, caps
         peak_tool.main([])
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("tools.peak: error: the machine is busy (1-minute load average 1.94")
+    assert len(err) == 1 and err[0].startswith("tools.bench.peak: error: the machine is busy (1-minute load average 1.94")
     assert not (tmp_path / "peak.json").exists()
 
 

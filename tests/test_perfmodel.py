@@ -1,5 +1,5 @@
 """The performance model's equations against their closed forms on hand-computed numbers, the
-reference points of DESIGN.md, the bottleneck names and the what-if answers."""
+reference points of docs/definitions.md, the bottleneck names and the what-if answers."""
 import ast
 import dataclasses
 import math
@@ -122,7 +122,7 @@ def test_tree_allreduce_rounds():
 
 
 def test_reference_points_for_four_workers():
-    """DESIGN.md: PS >= 2N*T, tree 2*ceil(log2 N)*T, ring 2(N-1)/N*T; the lecture's 6T is the
+    """docs/definitions.md: PS >= 2N*T, tree 2*ceil(log2 N)*T, ring 2(N-1)/N*T; the lecture's 6T is the
     tree with the ps as root of the 4 workers (5 nodes)."""
     t = W / BETA
     assert eq.sync_ps(4, W, 0.0, NO_ALPHA)["step_s"] == pytest.approx(8 * t)
@@ -250,6 +250,7 @@ def test_one_ps_shard_per_worker_as_tf_cnn_benchmarks_places_them():
                            link=eq.Link(0.0, 1.25e8), ps_placement="collocated", ps_sync=True)
     points = pr.predict_shard_per_worker(s, [1, 16])
     assert points[1].step_s == pytest.approx(pr.point(dataclasses.replace(s, num_ps=16), 16).step_s)
-    # collocated, k = N: each host serves (N-1)/N of |w| each way per pull and push
-    assert points[1].communication_s == pytest.approx(2 * (15 / 16) * 1e8 / 1.25e8)
+    # collocated, k = N: each host's link carries its shard for the 15 others ((N-1)/N of |w|) and its own
+    # worker's pulls and pushes of the other 15 shards (another (N-1)/N), each way; directions in turn (chi = 1)
+    assert points[1].communication_s == pytest.approx(2 * 2 * (15 / 16) * 1e8 / 1.25e8)
     assert points[0].scaling_efficiency == 1.0 and points[1].scaling_efficiency < 1.0

@@ -21,10 +21,13 @@ HEADLINE = ["predict", "--strategy=parameter_server", "--num_ps=1", "--num_worke
 
 @pytest.fixture
 def cached_counts(tmp_path):
-    """A model-count cache that already holds ResNet50, so that predict needs no TensorFlow."""
-    path = tmp_path / "counts.json"
+    """Model-count caches that already hold ResNet50 (its parameters; for the ps placement one
+    variable of them all), so that predict needs no TensorFlow."""
+    path, variables = tmp_path / "counts.json", tmp_path / "variables.json"
     path.write_text(json.dumps({"resnet50|224px|1000 classes|NHWC": RESNET50}))
-    return {"TFBENCH_MODEL_MEMORY_CACHE": str(path)}
+    variables.write_text(json.dumps({"resnet50|224px|1000 classes": [
+        {"name": "all", "shape": [RESNET50["params"]], "itemsize": 4, "trainable": True}]}))
+    return {"TFBENCH_MODEL_MEMORY_CACHE": str(path), "TFBENCH_MODEL_VARIABLES_CACHE": str(variables)}
 
 
 def model_cli(*args, env=None, timeout=120):
@@ -140,8 +143,8 @@ BAD = [
     (["frobnicate"], "unknown verb 'frobnicate'"),
     ([], "give a verb first"),
     (["predict", "--strategy=ring", "--compute_ms_per_image=1"], "--strategy='ring' is unknown"),
-    (["predict", "--num_workers=0", "--compute_ms_per_image=1"], "--num_workers='0'"),
-    (["predict", "--num_workers=4,1025", "--compute_ms_per_image=1"], "--num_workers='1025'"),
+    (["predict", "--num_workers=0", "--link_bandwidth=1gbe", "--compute_ms_per_image=1"], "--num_workers='0'"),
+    (["predict", "--num_workers=4,1025", "--link_bandwidth=1gbe", "--compute_ms_per_image=1"], "--num_workers='1025'"),
     (["predict"], "give the compute: --compute_ms_per_image=MS or --params=FILE"),
     (["predict", "--compute_ms_per_image=1", "--params=p.json"], "not both"),
     (["predict", "--model=vgg99", "--compute_ms_per_image=1"], "--model='vgg99' is unknown"),
@@ -151,6 +154,18 @@ BAD = [
     (["predict", "--format=json", "--compute_ms_per_image=1"], "--format='json' is unknown"),
     (["predict", "--params=/no/such/params.json"], "cannot read it"),
     (["predict", "--batch_size=x", "--compute_ms_per_image=1"], "batch_size"),
+    (["predict", "--compute_ms_per_image=1"], "--link_bandwidth is empty (unshaped)"),
+    (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--devices_per_node=0"], "--devices_per_node"),
+    (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--ps_partitioner=even"], "--ps_partitioner"),
+    (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--oversubscription=0.5"], "--oversubscription"),
+    (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--link_latency=-1"], "--link_latency"),
+    (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--global_batch_size=4", "--num_workers=8"],
+     "less than one image"),
+    (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--model=inception_v3", "--image_size=64"],
+     "too small for inception_v3"),
+    (["published", "--format=json"], "--format='json' is unknown"),
+    (["cluster"], "give one CSV file"),
+    (["cluster", "/no/such.csv"], "cannot read it"),
 ]
 
 
@@ -178,7 +193,7 @@ def test_predict_table_header_and_rows(cached_counts):
     out = result.stdout
     assert "|w| = 102.3 MB: 25,583,592 trainable parameters in 214 variables" in out
     assert "stay fp32 under every --precision" in out and "given (--compute_ms_per_image)" in out
-    assert "stated for 1gbe" in out and "--link_bandwidth=1gbe: 1 Gbit/s" in out and "assumptions:" in out
+    assert "stated for 1gbe" in out and "--link_bandwidth=1gbe: 1 Gbit/s" in out and "assumptions:" in result.stderr
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split()[:1] == ["num_workers"])
     rows = [line.split() for line in lines[head + 1:]]
@@ -186,15 +201,13 @@ def test_predict_table_header_and_rows(cached_counts):
     assert rows[0][7] == "1.000" and rows[-1][8:11] == ["network", "at", "ps"]
 
 
-def test_predict_csv_has_comment_header_then_columns(cached_counts):
+def test_predict_csv_is_plain_csv_header_first_facts_on_stderr(cached_counts):
     # the same command line with another --strategy: its --num_ps is said to be ignored
     result = model_cli(*HEADLINE, "--strategy=multi_worker_mirrored", "--format=csv", env=cached_counts)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert "multi_worker_mirrored (ring all-reduce); --num_ps ignored (parameter_server only)" in lines[0]
-    comments = [line for line in lines if line.startswith("#")]
-    table = lines[len(comments):]
-    assert comments and all(line.startswith("#") for line in lines[:len(comments)])
+    assert "multi_worker_mirrored (ring all-reduce); --num_ps ignored (parameter_server only)" in result.stderr
+    assert "assumptions:" in result.stderr and "#" not in result.stdout
+    table = result.stdout.splitlines()
     columns = table[0].split(",")
     assert columns[0] == "num_workers" and {"images_per_sec", "bottleneck", "busbw_GBps"} <= set(columns)
     rows = [dict(zip(columns, line.split(","))) for line in table[1:]]
@@ -221,7 +234,8 @@ def test_help_lists_the_verbs_and_the_predict_flags():
     assert overview.returncode == 0 and "predict" in overview.stdout
     verb = model_cli("predict", "--help")
     assert verb.returncode == 0
-    for text in ("Cluster:", "Link:", "--compute_ms_per_image", "--params", "--format=table", "comment lines"):
+    for text in ("Cluster:", "Link:", "--compute_ms_per_image", "--params", "--format=table", "--devices_per_node",
+                 "--global_batch_size", "--ps_partitioner"):
         assert text in verb.stdout
     assert "--verbosity" not in verb.stdout
 

@@ -9,7 +9,7 @@ from conftest import run_cli
 from tfbench.config.errors import ConfigError
 from tfbench.framework import precision
 from tfbench.measure import flops, peaks, startup
-from tools import grid as grid_lib
+from tools.sweep import grid as grid_lib
 
 AVX2_ONLY = {"fma", "avx", "avx2", "f16c"}  # an AVX2 CPU (e.g. AMD Zen 3): no BF16 instructions
 
@@ -117,7 +117,7 @@ def test_step_flops_and_achieved_fraction():
     assert out["achieved_flops_per_s"] == pytest.approx((96e9 + 50e6) / 2)
     assert out["fraction_of_peak"] == pytest.approx(0.48025)
     unknown = flops.achieved(COUNTS, "train", 8, images_per_sec=4.0, peak_flops_per_s=None)
-    assert unknown["fraction_of_peak"] is None and "tools.peak" in unknown["peak_note"]
+    assert unknown["fraction_of_peak"] is None and "tools.bench.peak" in unknown["peak_note"]
 
 
 def test_cluster_flops_sum_every_counted_task_over_the_window():
@@ -197,7 +197,7 @@ def test_horovod_check_build_is_asked_once_then_cached(tmp_path, monkeypatch):
 
 def test_bench_and_peak_entry_points_list_their_flags():
     for module, expected in (("tools.bench", ["--repeats", "--scaling_strategies"]),
-                             ("tools.peak", ["--size", "--refresh"])):
+                             ("tools.bench.peak", ["--size", "--refresh"])):
         result = run_cli("--help", module=module, timeout=60)
         assert result.returncode == 0, result.stderr
         assert all(e in result.stdout for e in expected), result.stdout

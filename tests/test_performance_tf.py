@@ -46,7 +46,7 @@ def test_flops_per_image_of_the_registered_models_are_cached(tmp_path, monkeypat
 
 
 def test_peak_tool_measures_positive_gemm_rates_on_a_small_matrix():
-    from tools import peak
+    from tools.bench import peak
 
     for p in ("fp32", "bf16"):
         rate = peak.gemm_flops_per_s(p, n=64, min_time=0.05, trials=1)

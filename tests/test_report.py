@@ -20,7 +20,8 @@ import pytest
 from tests.report_runs import monitor_samples, write_run
 from tfbench.config import RunConfig
 from tfbench.results import records
-from tools import aggregate, report
+from tools.report import aggregate
+from tools.report import cli as report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -215,9 +216,9 @@ def test_cli_prints_the_table_and_rejects_missing_dirs(built, tmp_path):
 
 
 def test_recovery_and_convergence_sections_come_from_the_cluster_records():
-    from tools import convergence_report, recovery_report
-    from tools.aggregate import Point
-    from tools.runs import Run
+    from tools.report import convergence_section, recovery_section
+    from tools.report.aggregate import Point
+    from tools.rundirs.runs import Run
 
     config = {"strategy": "parameter_server", "num_workers": 2, "ps_staleness_bound": 1, "run_id": "r"}
     cluster = {"status": "ok", "images_per_sec": 100.0, "updates": 40, "updates_per_sec": 20.0,
@@ -229,22 +230,22 @@ def test_recovery_and_convergence_sections_come_from_the_cluster_records():
                              "images_per_sec_before": 700.0, "images_per_sec_during": 300.0,
                              "images_per_sec_after": 650.0, "closure_results_lost": 1, "updates_without_result": 2}]}
     point = Point(config=config, runs=[Run("/x/r", config, cluster, [])])
-    (row,) = [line for line in "\n".join(convergence_report.section([point])).splitlines()
+    (row,) = [line for line in "\n".join(convergence_section.section([point])).splitlines()
               if line.startswith("| PS bounded s=1 ")]
     assert "| 0.910 | 3.0 (1/1) | 30 |" in row and "| 2.0 | 0.50 | 1.0 | 0.20 |" in row
-    (row,) = [line for line in "\n".join(recovery_report.section([point])).splitlines() if line.startswith("| r ")]
+    (row,) = [line for line in "\n".join(recovery_section.section([point])).splitlines() if line.startswith("| r ")]
     assert "worker_1 kill after step 5 | – | 4.0 | 5.0 | – | 700 | 300 | 650 | 1 | 2 |" in row  # elastic-only columns empty
 
 
 def test_bytes_per_step_table_puts_local_and_slurm_hosts_side_by_side(tmp_path, monkeypatch):
     """Units of |w|: a separate ps host at N·|w| and workers at |w|, local hosts found through
     plan.json and network.json, Slurm nodes through the record's slurm_task_nodes."""
-    from tools import traffic_report
-    from tools.aggregate import Point
-    from tools.runs import Run
+    from tools.report import traffic_section
+    from tools.report.aggregate import Point
+    from tools.rundirs.runs import Run
 
     w = 1_000_000
-    monkeypatch.setattr(traffic_report, "w_bytes", lambda config: w)
+    monkeypatch.setattr(traffic_section, "w_bytes", lambda config: w)
     base = {"strategy": "parameter_server", "num_workers": 2, "ps_placement": "separate", "network": "emulated",
             "link_bandwidth": "100mbit", "model": "tiny", "num_classes": 25000, "image_size": 32}
     local_dir = tmp_path / "local"
@@ -265,7 +266,7 @@ def test_bytes_per_step_table_puts_local_and_slurm_hosts_side_by_side(tmp_path, 
                 {"status": "ok", "slurm_task_nodes": {"chief_0": "h0", "ps_0": "h1", "worker_0": "h2",
                                                       "worker_1": "h3"},
                  "link_traffic": traffic(h0=(0.01, 0.01), h1=(2.04, 2.08), h2=(1.0, 1.0), h3=(1.02, 1.0))}, [])
-    lines = traffic_report.section([Point({**base, "launcher": "local"}, [local]),
+    lines = traffic_section.section([Point({**base, "launcher": "local"}, [local]),
                                     Point({**base, "launcher": "slurm"}, [slurm])])
     rows = [line.split(" | ")[2:] for line in "\n".join(lines).splitlines() if line.startswith("| parameter_server")]
     assert rows == [["ps host", "N = 2", "2.00 / 2.10", "2.04 / 2.08 |"],

@@ -1,4 +1,4 @@
-"""Resource figures cover the measured window, not the whole process (DESIGN.md)."""
+"""Resource figures cover the measured window, not the whole process (docs/definitions.md)."""
 import pytest
 
 from tfbench.measure.window import measured_window, task_window

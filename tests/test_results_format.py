@@ -18,8 +18,8 @@ from report_runs import write_run
 from results_doc import documented, undocumented, undocumented_in_run
 from tfbench.config import RunConfig
 from tfbench.results import records, rundir
-from tools import results_csv
-from tools.runs import find_runs
+from tools.report import results_csv
+from tools.rundirs.runs import find_runs
 
 FIELDS = documented()
 # results.csv's columns other than the config ones, per format version (sha256 of their names

@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt
 import pytest
 
 from tests.report_runs import points_of, write_run
-from tools import plots, report
+from tools.report import cli as report
+from tools.report import plots
 
 STEPS = {"multi_worker_mirrored": {1: 0.5, 2: 0.8, 4: 1.0}, "parameter_server": {1: 0.6, 2: 1.0, 4: 2.5}}
 RATES = {"multi_worker_mirrored": [32.0, 40.0, 64.0], "parameter_server": [80 / 3, 32.0, 25.6]}

@@ -67,7 +67,7 @@ pytestmark = [pytest.mark.timeout(90),
 
 
 def _install():
-    """Installs Slurm and munge when missing (tools/install_slurm.sh); as root a failure fails the test."""
+    """Installs Slurm and munge when missing (tools/scripts/install_slurm.sh); as root a failure fails the test."""
     from cluster.slurm import local_cluster
 
     reason = local_cluster.unavailable_reason()

@@ -1,4 +1,4 @@
-"""Statistics on known inputs give known outputs (DESIGN.md definitions)."""
+"""Statistics on known inputs give known outputs (docs/definitions.md definitions)."""
 import math
 
 import pytest

@@ -23,7 +23,7 @@ CASES = {
                           "--ps_placement=separate"], ["worker_0", "worker_1"], 2),
     "ps_two_ps_forward": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
                            "--mode=forward"], ["worker_0", "worker_1"], 2),
-    "horovod": (["--strategy=horovod", "--num_workers=2", "--horovod_fp16_allreduce"],
+    "horovod": (["--strategy=horovod", "--num_workers=2", "--horovod_compression=fp16"],
                 ["worker_0", "worker_1"], 2),
 }
 

@@ -15,9 +15,9 @@ import pytest
 
 from tfbench.config.errors import ConfigError
 from tfbench.results import records
-from tools import grid as grid_lib
-from tools import sweep
-from tools.sweep_state import SweepDir
+from tools.sweep import grid as grid_lib
+from tools.sweep import cli as sweep
+from tools.rundirs.sweep_state import SweepDir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +27,7 @@ FAKE = textwrap.dedent(f"""
     from tfbench.results import rundir  # light imports only: the fake must start fast
     from tfbench.config import RunConfig
     from tfbench.config.errors import ConfigError
-    from tools.grid import coerce
+    from tools.sweep.grid import coerce
 
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
     config = RunConfig(**{{k: coerce(k, v) for k, v in args.items()}})

@@ -1,4 +1,4 @@
-"""tools.tb_export: scalars written as tfbench writes them come back unchanged in the CSV."""
+"""tools.report.tb_export: scalars written as tfbench writes them come back unchanged in the CSV."""
 import csv
 import io
 import os
@@ -10,7 +10,7 @@ from tensorboard.compat.proto import summary_pb2
 from tensorboard.util import tensor_util
 
 from tfbench.tensorboard.events import EventWriter
-from tools import tb_export
+from tools.report import tb_export
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,12 +62,12 @@ def test_scalars_round_trip(tmp_path):
 def test_cli_writes_csv_and_reports_empty_dirs(tmp_path):
     written = _write_run(str(tmp_path / "run"))
     out = tmp_path / "scalars.csv"
-    proc = subprocess.run([sys.executable, "-m", "tools.tb_export", str(tmp_path / "run"), f"--out={out}"],
+    proc = subprocess.run([sys.executable, "-m", "tools.report.tb_export", str(tmp_path / "run"), f"--out={out}"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert len(_read(out.read_text())) == len(written)
     (tmp_path / "empty").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "tools.tb_export", str(tmp_path / "empty"), "--out=-"],
+    proc = subprocess.run([sys.executable, "-m", "tools.report.tb_export", str(tmp_path / "empty"), "--out=-"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stdout.strip() == "run,tag,step,wall_time,value"

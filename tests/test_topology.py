@@ -162,13 +162,13 @@ def test_new_ports_rewrite_every_tf_config(tmp_path):
 
 def test_plan_cli_prints_tf_config_and_exports(tmp_path):
     out = run_cli("--strategy=parameter_server", "--num_workers=2", "--num_ps=1", f"--logdir={tmp_path}",
-                  module="cluster.plan", timeout=60)
+                  module="cluster.by_hand", timeout=60)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert [t["role"] for t in plan["tasks"]] == ["chief", "worker", "worker", "ps"]
     exports = run_cli("--strategy=multi_worker_mirrored", "--num_workers=2", "--format=export",
-                      f"--logdir={tmp_path}", module="cluster.plan", timeout=60)
+                      f"--logdir={tmp_path}", module="cluster.by_hand", timeout=60)
     assert exports.returncode == 0, exports.stderr
     assert exports.stdout.count("export TF_CONFIG=") == 2
-    bad = run_cli("--strategy=parameter_server", "--num_workers=0", module="cluster.plan", timeout=60)
+    bad = run_cli("--strategy=parameter_server", "--num_workers=0", module="cluster.by_hand", timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("tfbench: error:")

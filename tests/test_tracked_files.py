@@ -25,8 +25,8 @@ def tracked_files():
 
 
 def referenced_paths(text: str):
-    """Repository paths a document names: tools/sweeps/quick.yaml, tools/build_horovod.sh, and
-    `python -m tools.sweep` as tools/sweep.py (or a package's __main__.py)."""
+    """Repository paths a document names: tools/sweeps/quick.yaml, tools/scripts/build_horovod.sh, and
+    `python -m tools.sweep` as tools/sweep/__main__.py (or a module's tools/sweep.py)."""
     paths = {p.rstrip(".") for p in PATH.findall(text)}
     modules = {m.replace(".", "/") for m in MODULE.findall(text)}
     return {p for p in paths if not GENERATED.match(p) and "<" not in p}, modules
@@ -51,9 +51,9 @@ def test_every_file_named_by_the_build_and_docs_is_tracked():
 
 def test_the_reference_finder_sees_configs_scripts_and_modules():
     paths, modules = referenced_paths("make run  # tools/sweeps/quick.yaml, ~3 min\n"
-                                      "VENV=.venv bash tools/build_horovod.sh\n"
+                                      "VENV=.venv bash tools/scripts/build_horovod.sh\n"
                                       "python -m tools.sweep --sweep_dir=sweeps/quick-1 --logdir runs/x\n")
-    assert paths == {"tools/sweeps/quick.yaml", "tools/build_horovod.sh"}
+    assert paths == {"tools/sweeps/quick.yaml", "tools/scripts/build_horovod.sh"}
     assert modules == {"tools/sweep"}
 
 

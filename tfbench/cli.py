@@ -12,13 +12,12 @@ import time
 from absl import app, flags
 
 import tfbench.config as config_lib
-from cluster import preflight
+from cluster.launchers import registry
 from tfbench.config import flags as tfbench_flags
-from tfbench.config import helptext as usage
+from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 from tfbench.config.helptext import fail_usage
 from tfbench.measure import startup
-from tfbench.results import records
 
 FLAGS = flags.FLAGS
 
@@ -36,12 +35,12 @@ def _define() -> None:
     tfbench_flags.define_command_flags()
 
 
-parse_flags = usage.parser(USAGE, usage.tfbench_groups, "tfbench", _define)
+parse_flags = helptext.parser(USAGE, helptext.tfbench_groups, "tfbench", _define)
 
 
 def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
-    for warning in preflight.check_machine(config, dry_run=FLAGS.dry_run):
+    for warning in registry.check_machine(config, dry_run=FLAGS.dry_run):
         print(f"tfbench: warning: {warning}", flush=True)
     if not config.run_id:
         from tfbench.results.rundir import default_run_id
@@ -64,34 +63,49 @@ def main(argv) -> int:
     os.environ.setdefault(startup.LAUNCHED_ENV, repr(time.time()))  # tasks' start-up starts here
     if len(argv) > 1:
         fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
-    from cluster.topology import make_plan
+    from cluster.kinds import kind_of
 
     memory_estimate = None
     try:
         config = validated_config()
-        if config.launcher == "slurm":
-            from cluster.slurm.nodes import checked_plan
-
-            plan = checked_plan(config)
-        else:
-            plan = make_plan(config)
-        if config.launcher != "slurm" or config.network == "emulated":  # every task on this machine
+        plan = registry.plan(config)
+        if kind_of(config).tasks_here:  # every task on this machine: its memory is the one that counts
             memory_estimate = check_memory(config, plan, count=not FLAGS.dry_run)
+        if FLAGS.tune:
+            tune_grid = check_tune(config)
     except ConfigError as e:
         fail_usage(str(e))
     if FLAGS.dry_run:
-        return dry_run(config, plan, memory_estimate)
+        code = dry_run(config, plan, memory_estimate)
+        if FLAGS.tune:
+            print(f"--tune would run {len(tune_grid)} points (each a run as above, with): "
+                  + "; ".join(" ".join(f"{k}={v}" for k, v in p.items()) for p in tune_grid))
+        return code
+    if FLAGS.tune:
+        from tfbench import tune
+
+        return tune.tune(config, FLAGS.tune_budget, FLAGS.tune_store)
     return launch(config, plan)
+
+
+def check_tune(config) -> list:
+    """--tune's grid, or ConfigError: a strategy without knobs, a budget that runs nothing."""
+    from tfbench.config import knobs
+
+    if FLAGS.tune_budget <= 0:
+        raise ConfigError(f"--tune_budget must be positive seconds, got {FLAGS.tune_budget:g}")
+    if config.fault or config.straggler:
+        raise ConfigError("--tune compares knobs on a healthy cluster: leave out --fault and --straggler")
+    return knobs.tune_points(config)
 
 
 def dry_run(config, plan, memory_estimate=None) -> int:
     """Prints what the chosen launcher would do (cluster.launchers.dry_run); starts nothing and
     writes nothing."""
-    from cluster.launchers import dry_run as dry_run_lib
     from tfbench.results.rundir import RunDir
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
-    text = dry_run_lib.render(config, plan, run)
+    text = registry.dry_run(config, plan, run)
     if memory_estimate is not None:
         from tfbench.measure import memory
 
@@ -100,59 +114,24 @@ def dry_run(config, plan, memory_estimate=None) -> int:
     return 0
 
 
-def private_monitor(run, plan, config):
-    """The monitor; a local run in a private network namespace has its sockets read in there."""
-    from cluster import private_net
-    from tfbench.monitor import Monitor
-
-    name = private_net.namespace_of(run)
-    if name is None:
-        return Monitor(run, plan, config)
-    return Monitor(run, plan, config, net_source_factory=lambda: private_net.net_source(name), host_interfaces=False)
-
-
 def launch(config, plan) -> int:
     from cluster.launchers import launch as launcher
+    from cluster import run_end
     from cluster.run_setup import prepare_run_dir
-    from tfbench.results import table
-    from tfbench.tensorboard import step_split
-    from tfbench.tensorboard import hint
-    from tfbench.tensorboard.hparams import write_hparams
 
     try:
         run = prepare_run_dir(config, plan)
     except ConfigError as e:
         fail_usage(str(e))
     print(f"tfbench: run {run.run_id} -> {run.path}", flush=True)
-    hooks = [window_traffic_hook(config)] if config.network == "emulated" and config.monitor else []
-    monitor = private_monitor
-    if config.launcher == "slurm":
-        from cluster.launchers.slurm import inside_allocation
-        from cluster.slurm.node_monitor import NodeMonitors
-
-        monitor = lambda run, plan, config: NodeMonitors(run, plan, config, start_step=inside_allocation())  # noqa: E731
-    result = launcher.run(plan, run, config, monitor_factory=monitor if config.monitor else None, record_hooks=hooks)
-    write_hparams(run, config, result.cluster_record)
-    step_split.write(run, result.cluster_record)
-    if result.ok and result.cluster_record:
-        tasks = [r for r in records.read(run.results) if r.get("kind") == "task"]
-        print(table.render(config, result.cluster_record, tasks), flush=True)
-        print(f"results: {run.results}\n{hint.text(run.tb_dir)}", flush=True)
+    result = launcher.run(plan, run, config, monitor_factory=registry.monitor_factory(config),
+                          record_hooks=registry.record_hooks(config))
+    text = run_end.finish(run, config, result.cluster_record, result.ok)
+    if text:
+        print(text, flush=True)
     else:
         print(f"tfbench: run failed: {result.reason}", file=sys.stderr, flush=True)
     return result.exit_code
-
-
-def window_traffic_hook(config):
-    """Per-host link traffic in the cluster record: totals over the measured window and bytes
-    per global step (the monitor samples each host's link; see tfbench.monitor.host_links)."""
-    from tfbench.monitor import host_links
-
-    def link_traffic(run, record):
-        return {"link_traffic": host_links.window_traffic(run, record["window_start"], record["window_end"],
-                                                          config.num_steps)}
-
-    return link_traffic
 
 
 def run_main() -> None:

@@ -132,15 +132,14 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     import strategies
     from tfbench.loop.benchmark import Profiler, Reporter
 
-    adapter = strategies.create(config, task, plan)
+    adapter = strategies.create(config, task, plan, run)  # run: where the other tasks' logs (placement evidence) are
     startup.mark("strategy_ready")
-    adapter.run_dir = run  # where the other tasks' logs (placement evidence) are
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
                         images_per_step=config.batch_size * adapter.local_replicas
                         if task.role != "chief" else config.batch_size * adapter.replicas)
     startup.watch(reporter, config.num_warmup_steps)
-    profiler = Profiler(config.profile_steps, run.task_tb(task.name)) if config.profile_steps else None
+    profiler = Profiler(config.profiled_steps, run.task_tb(task.name)) if config.profiled_steps else None
     try:
         measurements = adapter.run(reporter, profiler)
     finally:

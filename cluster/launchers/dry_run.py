@@ -1,5 +1,6 @@
-"""What `python -m tfbench --dry_run` prints: what the chosen launcher would do, built from the
-functions the launcher itself calls, with nothing started and nothing written.
+"""What `python -m tfbench --dry_run` prints for each launcher kind (cluster.launchers.registry
+picks one): what it would do, built from the functions the launcher itself calls, with nothing
+started and nothing written.
 
 - local: every task's command, inside the run's private network namespace when the launcher
   makes one (multi-task runs, as root); Horovod: the one horovodrun that starts every rank.
@@ -38,20 +39,8 @@ SUBNET = "10.X.Y"
 PORT = "PORT"
 
 
-def render(config: RunConfig, plan: ClusterPlan, run: RunDir) -> str:
-    if config.launcher == "slurm" and config.network == "emulated":
-        where, body = "as Slurm tasks on emulated nodes", _slurm_nodes(config, plan) + _slurm(config, plan, run)
-    elif config.launcher == "slurm":
-        where, body = "as Slurm tasks", _slurm(config, plan, run)
-    elif config.network == "emulated":
-        where, body = "on emulated hosts (a network namespace each, joined by links)", _emulated(config, plan, run)
-    else:
-        where, body = "as processes of this machine", _local(config, plan, run)
-    lines = [f"tfbench: dry run: {len(plan.tasks)} task(s) of {plan.strategy} would start {where}; "
-             f"run directory {run.path} (not created)"]
-    lines += [f"tfbench: warning: {w}" for w in plan.warnings]
-    lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines + body)
+def slurm_nodes_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
+    return _slurm_nodes(config, plan) + slurm_lines(config, plan, run)
 
 
 def _task_line(t: TaskSpec) -> List[str]:
@@ -64,7 +53,7 @@ def _task_line(t: TaskSpec) -> List[str]:
     return lines
 
 
-def _local(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
+def local_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     """cluster.launchers.local: processes of this machine, in a private namespace when it makes one."""
     lines, namespace = [], None
     if private_net.needed(plan.strategy):
@@ -91,7 +80,7 @@ def _local(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     return lines
 
 
-def _emulated(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
+def emulated_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     """cluster.launchers.emulated: the same hosts, addresses, shaping and wrapped commands."""
     names = list(dict.fromkeys(t.host for t in plan.tasks))
     address = {name: f"{SUBNET}.{i + 2}" for i, name in enumerate(names)}
@@ -157,7 +146,7 @@ def _slurm_nodes(config: RunConfig, plan: ClusterPlan) -> List[str]:
     return lines
 
 
-def _slurm(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
+def slurm_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     """cluster.launchers.slurm: the sbatch script, or the srun steps inside an allocation."""
     exports = {}
     if plan.strategy == "horovod":

@@ -46,7 +46,6 @@ class EmulatedLauncher(Launcher):
         if plan.strategy == "horovod":
             self.rendezvous = netns_exec.run_in(self.net.switch, lambda: horovod_gloo.start_rendezvous(plan))
         self.run.write_json(NETWORK_FILE, {**self.facts["link"], **self.net.to_dict()})
-        self.run.write_json("plan.json", plan.to_dict())
         return plan
 
     def wrap(self, command: List[str], spec: TaskSpec) -> List[str]:

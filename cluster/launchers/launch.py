@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional, TextIO
 
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, default_command  # noqa: F401
+from cluster.launchers import registry
 from cluster.launchers.local import GroupCommand, LocalLauncher, default_group_command  # noqa: F401
 from cluster.launchers.supervise import FAILURE_GRACE_S, KILL_WAIT_S, SERVICE_GRACE_S, Monitor, supervise  # noqa: F401
 from cluster.outcome import LaunchResult, RecordHook, log_tail  # noqa: F401
@@ -25,20 +26,8 @@ from tfbench.results.rundir import RunDir
 
 def for_config(config: RunConfig, run: RunDir, *, command_for: Optional[TaskCommand] = None,
                group_command: Optional[GroupCommand] = None) -> Launcher:
-    """The launcher --launcher and --network ask for."""
-    if config.launcher == "slurm" and config.network == "emulated":
-        from cluster.launchers.slurm_nodes import NodeSlurmLauncher
-
-        return NodeSlurmLauncher(run, config, command_for=command_for)
-    if config.launcher == "slurm":
-        from cluster.launchers.slurm import SlurmLauncher
-
-        return SlurmLauncher(run, config, command_for=command_for)
-    if getattr(config, "network", "local") == "emulated":
-        from cluster.launchers.emulated import EmulatedLauncher
-
-        return EmulatedLauncher(run, config, command_for=command_for)
-    return LocalLauncher(run, command_for=command_for, group_command=group_command, config=config)
+    """The launcher --launcher and --network ask for (cluster.launchers.registry)."""
+    return registry.make_launcher(config, run, command_for=command_for, group_command=group_command)
 
 
 def run(plan: ClusterPlan, run: RunDir, config: RunConfig, *,

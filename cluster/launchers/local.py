@@ -54,8 +54,8 @@ class _FreshPorts:
 class LocalLauncher(Launcher):
     name = "local"
 
-    def __init__(self, run: RunDir, command_for: Optional[TaskCommand] = None,
-                 group_command: Optional[GroupCommand] = None, config=None):
+    def __init__(self, run: RunDir, config=None, command_for: Optional[TaskCommand] = None,
+                 group_command: Optional[GroupCommand] = None):
         super().__init__(run, command_for)
         self.group_command = group_command or default_group_command(run, config)
         self.elastic = bool(config is not None and config.horovod_elastic)
@@ -122,7 +122,7 @@ class LocalLauncher(Launcher):
                      self.run.task_log(HOROVOD_GROUP), cores)]
 
     def free_ports(self, plan: ClusterPlan, message: Callable[[str], None]) -> ClusterPlan:
-        """The plan with every local port that something else holds replaced (plan.json rewritten)."""
+        """The plan with every local port that something else holds replaced."""
         for _ in range(MAX_PORT_CHECKS):
             taken = [t.name for t in plan.tasks if t.port and is_local(t.host) and not port_is_free(t.port)]
             if not taken:
@@ -134,6 +134,4 @@ class LocalLauncher(Launcher):
         return plan
 
     def rebind(self, plan: ClusterPlan, names: Sequence[str]) -> ClusterPlan:
-        plan = with_new_ports(plan, names, self._ports or _FreshPorts(plan))
-        self.run.write_json("plan.json", plan.to_dict())
-        return plan
+        return with_new_ports(plan, names, self._ports or _FreshPorts(plan))

@@ -4,9 +4,8 @@ Each unit runs in a process group of its own, logs to tasks/<name>.log and repor
 through tasks/<name>.progress (tfbench.loop.progress). supervise() watches exit codes and progress,
 shows a status line and says when every measuring task is ready; it ends the run on the first
 failure, a stall (watchdog), the deadline or SIGINT / SIGTERM, stopping every process it started
-and every process those started (teardown); then cluster.outcome merges the tasks' records into
-the cluster record. What differs between launchers (where a process runs, what surrounds it)
-is behind cluster.launchers.base.Launcher.
+and every process those started (teardown); cluster.outcome then merges the tasks' records. What
+differs between launchers is behind cluster.launchers.base.Launcher.
 """
 from __future__ import annotations
 
@@ -24,12 +23,12 @@ from cluster import teardown
 from cluster.fault_injector import FaultInjector
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
+from cluster.run_setup import write_plan
 from cluster.signals import CaughtSignals, signal_name
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine, all_ready, describe, phase_text
 from cluster.straggler import Straggler
-from tfbench.config import RunConfig
-from tfbench.config import faults as faults_lib
+from tfbench.config import RunConfig, faults as faults_lib
 from tfbench.loop import progress
 from tfbench.results import records
 from tfbench.results.rundir import RunDir
@@ -73,6 +72,7 @@ def supervise(launcher: Launcher, plan: ClusterPlan, run: RunDir, config: RunCon
             ending = _set_up(launcher, plan)
             if not isinstance(ending, Ending):
                 plan = ending
+                write_plan(run, plan)  # the launcher's own plan (emulated hosts: their addresses)
                 monitor = monitor_factory(run, plan, config) if monitor_factory else None
                 ending, first_record, attempt = _run_attempts(plan, run, config, launcher, monitor, caught, status)
                 if attempt.faults is not None:
@@ -110,6 +110,7 @@ def _run_attempts(plan, run, config, launcher, monitor, caught, status) -> Tuple
     attempt, starts = 1, 0
     while True:
         plan = launcher.free_ports(plan, status.message)
+        write_plan(run, plan)  # the tasks of this attempt read it
         first_record = len(records.read(run.results))
         started = _Attempt(plan, run, config, launcher, monitor, caught, status, deadline, faults)
         ending = started.run(starts == 0)

@@ -19,7 +19,7 @@ import portpicker
 from cluster.slurm import conf, daemons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-INSTALL = os.path.join(ROOT, "tools", "install_slurm.sh")
+INSTALL = os.path.join(ROOT, "tools", "scripts", "install_slurm.sh")
 
 
 def unavailable_reason() -> str:
@@ -28,7 +28,7 @@ def unavailable_reason() -> str:
         return "the Slurm tests start munged, slurmctld and slurmd, which needs root"
     proc = subprocess.run(["bash", INSTALL], capture_output=True, text=True)
     if proc.returncode != 0:
-        return f"tools/install_slurm.sh failed: {proc.stderr.strip()[-300:]}"
+        return f"tools/scripts/install_slurm.sh failed: {proc.stderr.strip()[-300:]}"
     return ""
 
 

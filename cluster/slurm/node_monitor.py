@@ -24,6 +24,7 @@ from typing import Dict, Optional
 
 import psutil
 
+from cluster.kinds import kind_of
 from cluster.slurm.steps import DONE_FILE
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
@@ -97,7 +98,7 @@ class NodeMonitors:
         self.nodes = steps.num_nodes(config, plan)
         self.start_step = start_step
         self.step: Optional[subprocess.Popen] = None
-        self.links = LinkMonitor(run, config.monitor_interval) if config.network == "emulated" else None
+        self.links = LinkMonitor(run, config.monitor_interval) if kind_of(config).emulated_hosts else None
 
     def add(self, task_name: str, pid: int) -> None:
         pass
@@ -143,7 +144,8 @@ def main(argv=None) -> int:
     config = RunConfig.from_dict(run.read_json("config.json"))
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    monitor = Monitor(NodeRunDir(run.path, node), plan, config, links_factory=lambda _: None)
+    monitor = Monitor(NodeRunDir(run.path, node), plan, config, links_factory=lambda _: None,
+                      tasks_in_namespaces=kind_of(config).emulated_hosts)
     followed: Dict[str, int] = {}
     while not stopping and not os.path.exists(run.file(os.path.join("tasks", DONE_FILE))):
         for task in plan.tasks:

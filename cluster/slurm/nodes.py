@@ -18,6 +18,7 @@ import os
 import subprocess
 from typing import Optional, Tuple
 
+from cluster.kinds import kind_of
 from cluster.slurm import steps
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
@@ -50,7 +51,7 @@ def check_cores(config: RunConfig, plan: ClusterPlan) -> str:
     per_node = steps.tasks_per_node(config, plan)
     need = per_task * per_node
     asked = f"{per_task} CPU(s) per Slurm task (--cores_per_worker), {per_node} task(s) per node = {need} per node"
-    if config.network == "emulated":
+    if kind_of(config).emulated_hosts:
         return (f"cores: {asked}; each emulated node claims CPUs={need}, all of them sharing this machine's "
                 f"{os.cpu_count()} cores")
     largest, why = largest_node_cpus(config.slurm_partition)

@@ -13,7 +13,7 @@ from typing import Tuple
 from absl import flags
 
 import tfbench.config as config_lib
-from tfbench.models import MODELS
+from tfbench.models import MODELS, OWN_MODELS
 
 # Presets tbf can shape (fdr_ib, 56 Gbit/s, is refused: leave the rate empty for unshaped links).
 _SHAPED_PRESETS = [name for name, bps in config_lib.LINK_PRESETS.items() if bps <= config_lib.TBF_MAX_BPS]
@@ -24,7 +24,8 @@ _DEFAULTS = config_lib.RunConfig()
 # (title, ((kind, name, help), ...)): kind is an absl DEFINE_<kind>; the default is RunConfig's.
 GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("What runs", (
-        ("string", "model", f"Model: one of {', '.join(sorted(MODELS))}."),
+        ("string", "model", f"Model: {', '.join(OWN_MODELS)}, or a tf_keras.applications model by its snake-case "
+                            f"name ({', '.join(n for n in MODELS if n not in OWN_MODELS)})."),
         ("string", "mode", "train (forward+backward+SGD update) or forward (inference only)."),
         ("integer", "batch_size", "Batch size per replica; global batch = this x replicas."),
         ("integer", "image_size", "Side of the square images the model sees (after cropping)."),
@@ -48,13 +49,33 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "num_workers", "Worker tasks (Horovod: ranks)."),
         ("integer", "num_ps", "Parameter servers (parameter_server only; 0: one)."),
         ("string", "ps_placement", "collocated: each ps shares a worker's host; separate: a host of its own."),
+        ("string", "knob_source", "Where the strategy's knob values came from, for the record (sweeps set it to the "
+                                  "saved tuning they read for tuning: best); '': the flags."),
+        ("string", "ps_partitioner", "parameter_server: none (whole variables round-robin over the ps), min_size "
+                                     "(variables split over the ps, no shard below --ps_min_shard_bytes) or fixed "
+                                     "(every variable split into one shard per ps)."),
+        ("integer", "ps_min_shard_bytes", "parameter_server, min_size: the smallest shard in bytes."),
+        ("string", "ps_placer", "parameter_server: round_robin (TensorFlow's: variable after variable over the ps) or "
+                                "greedy (each variable, its shards from there on, on the ps holding the fewest bytes "
+                                "so far, as tf_cnn_benchmarks balanced its ps)."),
         ("boolean", "ps_sync", "parameter_server: one averaged update per global step instead of asynchronous updates."),
         ("integer", "ps_staleness_bound", "parameter_server, asynchronous: no worker starts an update more than this many "
                                           "updates ahead of the slowest (stale-synchronous); -1: unbounded."),
         ("string", "all_reduce", "multi_worker_mirrored collectives: auto, ring or nccl."),
         ("integer", "num_local_devices",
          "mirrored: replicas on this task; on CPU the CPU is split into that many logical devices."),
-        ("boolean", "horovod_fp16_allreduce", "Horovod: compress gradients to fp16."),
+        ("integer", "mwms_bytes_per_pack", "multi_worker_mirrored: gradients all-reduced in packs of at least this "
+                                           "many bytes (CommunicationOptions.bytes_per_pack); 0: one pack."),
+        ("float", "mwms_timeout", "multi_worker_mirrored: seconds a collective may take (CommunicationOptions."
+                                  "timeout_seconds); 0: no limit."),
+        ("string", "horovod_compression", "Horovod: gradients on the wire as none (their own precision) or fp16 (Horovod's all-reduce "
+                                          "takes no bf16)."),
+        ("integer", "horovod_fusion_threshold_mb", "Horovod: tensor fusion buffer in MiB (HOROVOD_FUSION_THRESHOLD); "
+                                                   "-1: Horovod's default (128); 0: no fusion."),
+        ("float", "horovod_cycle_time_ms", "Horovod: background cycle time in ms (HOROVOD_CYCLE_TIME); -1: Horovod's "
+                                           "default (1)."),
+        ("boolean", "horovod_autotune", "Horovod: its autotuner picks fusion threshold and cycle time while the run "
+                                        "goes (HOROVOD_AUTOTUNE); its log lands in the run's tasks/."),
         ("boolean", "horovod_elastic", "Horovod, local: horovodrun's elastic mode; state is committed every step, a "
                                        "rank that dies is dropped and the rest go on, and it rejoins when restarted."),
         ("integer", "horovod_min_workers", "Horovod elastic: fewest ranks the run goes on with (0: 1)."),
@@ -105,6 +126,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("boolean", "monitor", "Sample CPU, memory and network of every task."),
         ("float", "monitor_interval", "Seconds between system samples."),
         ("integer", "display_every", "Print a progress line every this many steps."),
+        ("boolean", "profile", "Capture a TensorFlow profile of the measured window, one step marker per step "
+                               "(TensorBoard's Profile tab: overview, trace viewer), into tb/<task>/plugins/profile."),
         ("list", "profile_steps", "Steps a,b (0-based, warm-up included) to capture a TensorFlow profile of."),
         ("string", "fault", "Faults the launcher injects: TASK:kill@STEP (SIGKILL) or TASK:hang@STEP (SIGSTOP) once "
                             "STEP measured steps are done, comma-separated; a killed parameter-server worker is "
@@ -122,7 +145,14 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
 COMMAND_GROUP = ("Command", (
     ("boolean", "dry_run", "Validate, plan and print every task that would start (host, cores, threads, "
                            "port, TF_CONFIG, command), then exit without starting or writing anything."),
+    ("boolean", "tune", "Try the strategy's knobs (tfbench.config.knobs: a small stated grid, one knob at a time) "
+                        "on this setting, one run each, keep the best by cluster images/sec, and write the grid "
+                        "and the winner to the run directory and to --tune_store."),
+    ("float", "tune_budget", "--tune: seconds the grid may take; points not started by then are listed as skipped."),
+    ("string", "tune_store", "--tune: the saved tunings to add the winner to (sweeps read them for tuning: best); "
+                             "'': tools/sweeps/tuned.json; 'none': save nothing."),
 ))
+COMMAND_DEFAULTS = {"dry_run": False, "tune": False, "tune_budget": 900.0, "tune_store": ""}
 
 
 def flag_names(groups=GROUPS):
@@ -130,7 +160,7 @@ def flag_names(groups=GROUPS):
 
 
 def define_flags() -> None:
-    """Defines the RunConfig flags once (cluster.plan and tools reuse them)."""
+    """Defines the RunConfig flags once (cluster.by_hand and tools reuse them)."""
     if "model" in FLAGS:
         return
     for _, entries in GROUPS:
@@ -145,7 +175,7 @@ def define_command_flags() -> None:
     if "dry_run" in FLAGS:
         return
     for kind, name, text in COMMAND_GROUP[1]:
-        getattr(flags, f"DEFINE_{kind}")(name, False, text)
+        getattr(flags, f"DEFINE_{kind}")(name, COMMAND_DEFAULTS[name], text)
 
 
 def config_from_flags() -> config_lib.RunConfig:

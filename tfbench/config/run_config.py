@@ -35,12 +35,21 @@ class RunConfig:
     num_workers: int = 1
     num_ps: int = 0  # 0 with parameter_server: one ps
     ps_placement: str = "collocated"
+    knob_source: str = ""  # where the knob values came from (a saved tuning, for sweeps' tuning: best); "": flags
+    ps_partitioner: str = "min_size"  # none, min_size or fixed (tfbench.config.knobs)
+    ps_min_shard_bytes: int = 256 << 10  # min_size: no shard smaller than this
+    ps_placer: str = "round_robin"  # round_robin (TensorFlow's) or greedy: each variable on the least-loaded ps
     ps_sync: bool = False
     hosts: Tuple[str, ...] = ("localhost",)
     base_port: int = 0  # 0: free ports picked on this machine; else ports from here up per host
     all_reduce: str = "auto"
     num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
-    horovod_fp16_allreduce: bool = False
+    mwms_bytes_per_pack: int = 0  # multi_worker_mirrored: CommunicationOptions.bytes_per_pack; 0: one pack
+    mwms_timeout: float = 0.0  # multi_worker_mirrored: CommunicationOptions.timeout_seconds; 0: none
+    horovod_compression: str = "none"  # none, fp16 or bf16 gradients on the wire (tfbench.config.knobs)
+    horovod_fusion_threshold_mb: int = -1  # HOROVOD_FUSION_THRESHOLD in MiB; -1: Horovod's default; 0: no fusion
+    horovod_cycle_time_ms: float = -1.0  # HOROVOD_CYCLE_TIME; -1: Horovod's default
+    horovod_autotune: bool = False  # HOROVOD_AUTOTUNE, its log in the run's tasks/ directory
     horovod_elastic: bool = False  # horovodrun's elastic driver: ranks may leave and rejoin (strategies.horovod_elastic)
     horovod_min_workers: int = 0  # elastic: fewest ranks the run goes on with; 0: 1
     # Placement.
@@ -52,6 +61,7 @@ class RunConfig:
     stall_timeout: float = 600.0  # seconds without step progress from any worker
     monitor: bool = True
     monitor_interval: float = 1.0
+    profile: bool = False  # a TensorFlow profile of the measured window, one step marker per step
     profile_steps: Tuple[int, ...] = ()
     # Launch: where the tasks start.
     launcher: str = "local"  # local: processes on this machine; slurm: srun steps / an sbatch job
@@ -116,6 +126,13 @@ class RunConfig:
     @property
     def link_rate_bps(self) -> int:
         return choices.link_rate_bps(self.link_bandwidth)
+
+    @property
+    def profiled_steps(self) -> Tuple[int, ...]:
+        """The first and last step profiled: --profile_steps, or with --profile the measured window."""
+        if self.profile:
+            return (self.num_warmup_steps, self.total_steps - 1)
+        return self.profile_steps
 
     @property
     def total_steps(self) -> int:

@@ -1,6 +1,10 @@
 """Validation of a RunConfig: here and only here, before any process is spawned or any file
 written, so that every bad value or combination ends with one clear line (ConfigError) instead of
 a traceback from inside TensorFlow.
+
+validate() checks each flag's own range, then the strategy, the network, the devices, the launch
+and the logdir; the rules of feature flags that combine with many others (stragglers, faults,
+staleness, real data, elastic, precision) are tfbench.config.feature_rules, which it calls.
 """
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import os
 import re
 from typing import Optional
 
-from tfbench.config import checks
+from tfbench.config import feature_rules, knobs
 from tfbench.config.choices import (
     ALL_REDUCE,
     DATA_FORMATS,
@@ -40,7 +44,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
              engine_nodes: bool = False) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
 
-    `by_hand`: the user starts the tasks (python -m cluster.plan), so --hosts may name any machine.
+    `by_hand`: the user starts the tasks (python -m cluster.by_hand), so --hosts may name any machine.
     `engine_nodes`: an engine places the tasks on nodes of its own (python -m cluster.k8s), as
     --launcher=slurm does: their cores are the nodes', not this machine's, so --cores_per_worker
     is not checked against os.cpu_count() (cluster.slurm.nodes asks Slurm; Kubernetes refuses a
@@ -88,6 +92,8 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.num_local_devices >= 0, f"--num_local_devices must be 0 or more, got {c.num_local_devices}")
     need(0 <= c.base_port < 65536, f"--base_port must be a TCP port, got {c.base_port}")
     need(all(h.strip() for h in c.hosts) and len(c.hosts) > 0, "--hosts must be a comma-separated list of host names")
+    need(not (c.profile and c.profile_steps), "--profile traces the measured window; leave out --profile_steps, "
+                                             "or give --profile_steps alone for other steps")
     for step in c.profile_steps:
         need(0 <= step < c.total_steps,
              f"--profile_steps={step} is outside the run's steps 0..{c.total_steps - 1}")
@@ -103,10 +109,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
         need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
     need(not c.ps_sync or c.mode == "train",
          "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
-    need(c.strategy == "multi_worker_mirrored" or c.all_reduce == "auto",
-         "--all_reduce applies to --strategy=multi_worker_mirrored only")
-    need(c.strategy == "horovod" or not c.horovod_fp16_allreduce,
-         "--horovod_fp16_allreduce applies to --strategy=horovod only")
+    knobs.check(c)
     need(c.num_local_devices <= 1 or c.strategy in ("default", "mirrored"),
          "--num_local_devices applies to --strategy=mirrored or default only")
     need(c.strategy != "default" or c.num_local_devices <= 1,
@@ -114,13 +117,13 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
 
     if c.straggler:
-        checks.check_straggler(c)
+        feature_rules.check_straggler(c)
     if c.fault:
-        checks.check_faults(c)
-    checks.check_checkpoints(c)
-    checks.check_staleness_bound(c)
-    checks.check_data(c)
-    checks.check_elastic(c)
+        feature_rules.check_faults(c)
+    feature_rules.check_checkpoints(c)
+    feature_rules.check_staleness_bound(c)
+    feature_rules.check_data(c)
+    feature_rules.check_elastic(c)
 
     # Network.
     need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")
@@ -156,7 +159,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     # Performance: a precision the compute device cannot run is refused (tfbench.framework.precision).
     on_gpu = c.device == "gpu" and c.precision != "fp32" and (
         gpu_count if gpu_count is not None else count_gpus()) > 0
-    checks.check_precision(c.precision, on_gpu)
+    feature_rules.check_precision(c.precision, on_gpu)
 
     _check_logdir(c.logdir, c.run_id)
     return c
@@ -179,7 +182,7 @@ def _check_launch(c: RunConfig) -> None:
         if remote:
             raise ConfigError(
                 f"--hosts names other machines ({','.join(remote)}) and the local launcher starts tasks on this "
-                f"machine only: use --launcher=slurm, or start them by hand with `python -m cluster.plan "
+                f"machine only: use --launcher=slurm, or start them by hand with `python -m cluster.by_hand "
                 f"--run_dir=DIR` (README: By hand)")
         slurm_flags = [f"--{name}" for name in ("slurm_partition", "slurm_time", "slurm_account")
                        if getattr(c, name)] + (["--slurm_nodes"] if c.slurm_nodes != 1 else [])
@@ -188,7 +191,7 @@ def _check_launch(c: RunConfig) -> None:
         return
     if c.hosts != ("localhost",):
         raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
-    checks.check_slurm_network(c)
+    feature_rules.check_slurm_network(c)
     if c.slurm_nodes < 0:
         raise ConfigError(f"--slurm_nodes must be 0 (a node per worker, and per separate ps) or more, "
                           f"got {c.slurm_nodes}")

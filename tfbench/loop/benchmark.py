@@ -54,20 +54,30 @@ class Reporter:
 
 
 class Profiler:
-    """Captures a TensorFlow profile of the steps --profile_steps names (first..last)."""
+    """Captures a TensorFlow profile of steps first..last (--profile: the measured window;
+    --profile_steps a,b), each step wrapped in a step marker (tf.profiler.experimental.Trace with
+    step_num and _r=1), so that TensorBoard's Profile overview splits the trace into steps."""
+
+    STEP_NAME = "train"  # the marker's name: the Profile plugin reads step markers named like this
 
     def __init__(self, steps, logdir: str):
         self.first, self.last = (min(steps), max(steps)) if steps else (-1, -1)
-        self.logdir, self.active = logdir, False
+        self.logdir, self.active, self.step = logdir, False, None
 
     def before(self, i: int) -> None:
-        if i == self.first and not self.active:  # a step run again (Horovod elastic) starts it once
-            from tfbench.framework.tf_import import tf
+        from tfbench.framework.tf_import import tf
 
+        if i == self.first and not self.active:  # a step run again (Horovod elastic) starts it once
             tf.profiler.experimental.start(self.logdir)
             self.active = True
+        if self.active:
+            self.step = tf.profiler.experimental.Trace(self.STEP_NAME, step_num=i, _r=1)
+            self.step.__enter__()
 
     def after(self, i: int) -> None:
+        if self.step is not None:
+            self.step.__exit__(None, None, None)
+            self.step = None
         if self.active and i == self.last:
             from tfbench.framework.tf_import import tf
 

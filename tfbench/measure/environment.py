@@ -10,9 +10,10 @@ import socket
 import subprocess
 import sys
 
+from tfbench.framework import distribution
 from tfbench.measure import peaks
 
-PACKAGES = ("tensorflow-cpu", "tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
+PACKAGES = ("tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,7 +61,7 @@ def horovod_check_build() -> str:
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if not os.path.exists(horovodrun):
         return "horovodrun not installed"
-    key = f"{sys.executable}|horovod {_version('horovod')}|tf {_version('tensorflow-cpu') or _version('tensorflow')}"
+    key = f"{sys.executable}|horovod {_version('horovod')}|tf {distribution.tensorflow_version()}"
     cache = os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "horovod-check-build.json")
     try:
         with open(cache, encoding="utf-8") as f:
@@ -100,9 +101,10 @@ def collect(with_horovod: bool = False) -> dict:
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "gpus": gpus(),
         "versions": {p: _version(p) for p in PACKAGES},
+        "tensorflow_distribution": distribution.tensorflow(),
         "tfbench_commit": tfbench_commit(),
     }
-    env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.peak), or why there is none
+    env["peak"] = peaks.for_environment()  # measured GEMM peak (tools.bench.peak), or why there is none
     if with_horovod:
         env["horovod_check_build"] = horovod_check_build()
     return env

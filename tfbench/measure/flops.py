@@ -167,7 +167,7 @@ def render(summary: Optional[Dict], mode: str) -> str:
     line = (f"FLOP/s = {summary['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s ({per_image / 1e9:.3g} GFLOP/image "
             f"{mode}, {summary['precision']})")
     if summary["fraction_of_peak"] is None:
-        return line + "; fraction of peak unknown: no peak measured (python -m tools.peak)"
+        return line + "; fraction of peak unknown: no peak measured (python -m tools.bench.peak)"
     fraction = summary["fraction_of_peak"]
     line += (f" = {fraction:.2f} of the {summary['peak_flops_per_s'] / 1e9:.1f} GFLOP/s "
              f"GEMM peak of the tasks' cores" + (f", {peaks.WRONG}" if fraction > 1 else ""))

@@ -164,8 +164,10 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
     roles = list(roles)
     have = available_bytes() if available is None else available
     if model is None:
+        from tfbench.models import MODELS
+
         upper = bound(config, roles)
-        if upper["total"] <= have:
+        if upper["total"] <= have and MODELS[config.model].bounded:
             return dict(upper, available=have, bound=True)
         model = cached_counts(config.model, config.image_size, config.num_classes, config.data_format)
         if model is None and not count:

@@ -1,34 +1,34 @@
 """The machine's measured compute peak, cached so that runs never re-measure it.
 
-`python -m tools.peak` measures dense matrix multiplication (GEMM) throughput at fp32 and bf16
+`python -m tools.bench.peak` measures dense matrix multiplication (GEMM) throughput at fp32 and bf16
 (and fp16 on a GPU), on all cores and on one core, and stores it here keyed by CPU model, core
 count and TensorFlow version. Runs read the cache (no TensorFlow needed) into environment.json
 and divide their achieved FLOP/s by the peak of the cores they had. When nothing was measured
 the record says so; a peak is never guessed.
 
 A peak measured while other processes used the cores is too low, and every fraction of it too
-high. So tools.peak records the conditions (the 1-minute load average before measuring, the
+high. So tools.bench.peak records the conditions (the 1-minute load average before measuring, the
 cores other processes used while it measured), refuses to store a peak taken on a busy machine
 (busy_reason) unless forced, and every place that divides by the peak prints its age and those
 conditions (describe); a fraction above 1 says that the peak, not the run, is wrong.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import time
 from typing import Optional
 
+from tfbench.framework import distribution
 from tfbench.measure import json_cache
 
 CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
-UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.peak`"
+UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.bench.peak`"
 # A machine is too busy for a peak when the 1-minute load average before measuring, or the
 # cores other processes used while measuring, exceed this share of its cores.
 QUIET_SHARE = 0.25
 WRONG = ("above 1: the peak is too low (measured on a loaded machine?), not the run too fast; "
-         "re-measure with `python -m tools.peak --refresh` on a quiet machine")
+         "re-measure with `python -m tools.bench.peak --refresh` on a quiet machine")
 
 
 def cache_path() -> str:
@@ -36,12 +36,7 @@ def cache_path() -> str:
 
 
 def tf_version() -> str:
-    for package in ("tensorflow-cpu", "tensorflow"):
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "none"
+    return distribution.tensorflow_version()
 
 
 def read_cpu_model() -> str:
@@ -132,7 +127,7 @@ def describe(entry: Optional[dict], at: Optional[float] = None) -> str:
             text += f" (stored with --force: {conditions.get('busy', 'busy')})"
     elif entry.get("load_average_1m_after") is not None:
         text += (f"; conditions not recorded (1-minute load average {entry['load_average_1m_after']:.2f} just after, "
-                 f"its own load included): `python -m tools.peak --refresh` records them")
+                 f"its own load included): `python -m tools.bench.peak --refresh` records them")
     return text
 
 

@@ -1,4 +1,4 @@
-"""Step-time statistics, exactly as DESIGN.md defines them."""
+"""Step-time statistics, exactly as docs/definitions.md defines them."""
 from __future__ import annotations
 
 import math
@@ -82,5 +82,5 @@ def images_per_sec(images_per_step: int, step_times_s: Sequence[float]) -> float
 
 def scaling_efficiency(rate_n: float, n: int, rate_1: float) -> float:
     """Cluster images/sec at N / (N x images/sec at 1), same per-replica batch and cores per
-    worker (callers check both: tools.aggregate refuses otherwise)."""
+    worker (callers check both: tools.report.aggregate refuses otherwise)."""
     return rate_n / (n * rate_1) if rate_1 > 0 and n > 0 else float("nan")

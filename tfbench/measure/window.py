@@ -1,7 +1,7 @@
 """Resource figures over the measured window, from the monitor's per-task samples.
 
 The monitor samples from process start to teardown, so its own totals include TensorFlow's
-import, tracing, warm-up and shutdown. A run's resource figures follow DESIGN.md instead: CPU,
+import, tracing, warm-up and shutdown. A run's resource figures follow docs/definitions.md instead: CPU,
 memory and bytes between the first measured step's start and the last measured step's end.
 Each CPU sample is the mean since the previous one, so it is weighted by how much of its
 interval lies in the window; cumulative byte counters are interpolated linearly at both ends.

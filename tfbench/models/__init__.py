@@ -1,12 +1,15 @@
 """Model registry: a name maps to a builder, the way tf_cnn_benchmarks' model_config does.
 
 Builders import TensorFlow lazily so that the registry (and flag validation that consults it)
-stays cheap.
+stays cheap. Beside tfbench's own models, every tf_keras.applications model is registered by its
+snake-case name (tfbench.models.applications: inception_v3, resnet152, vgg16, ...).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Callable, Dict
+
+from tfbench.models import applications
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,6 +18,9 @@ class ModelSpec:
     builder: str  # "module:function", imported when a model is built
     min_image_size: int
     description: str
+    # tfbench.measure.memory's bounds hold for it (checked by the tests), so small runs need no count
+    bounded: bool = True
+    application: str = ""  # a tf_keras.applications model: its snake-case name, passed to the builder
 
     def build(self, num_classes: int, image_size: int, data_format: str = "NHWC"):
         """A tf_keras model producing logits for `num_classes` from square RGB images."""
@@ -22,6 +28,8 @@ class ModelSpec:
 
         module, function = self.builder.split(":")
         build: Callable = getattr(importlib.import_module(module), function)
+        if self.application:
+            return build(self.application, num_classes=num_classes, image_size=image_size, data_format=data_format)
         return build(num_classes=num_classes, image_size=image_size, data_format=data_format)
 
 
@@ -38,3 +46,8 @@ MODELS: Dict[str, ModelSpec] = {
                   "one convolution and a classifier, for tests"),
     )
 }
+for _name, _class in applications.NAMES.items():
+    MODELS.setdefault(_name, ModelSpec(_name, "tfbench.models.applications:build", applications.min_image_size(_name),
+                                       f"tf_keras.applications {_class}, weights=None", bounded=False,
+                                       application=_name))
+OWN_MODELS = ("resnet50", "alexnet", "lenet", "tiny")

@@ -34,9 +34,11 @@ class Monitor:
                  net_source_factory: Callable[[], Optional[NetSource]] = netstat.default_source,
                  gpu_factory: Callable[[], Optional[GpuSampler]] = GpuSampler.create,
                  links_factory: Callable[[RunDir], Optional[HostLinks]] = HostLinks.from_run,
-                 host_interfaces: bool = True):
+                 host_interfaces: bool = True, tasks_in_namespaces: bool = False):
         """`host_interfaces=False`: the tasks talk inside a network namespace of their own (a
-        local run's private one), so this machine's interfaces carry none of their traffic."""
+        local run's private one), so this machine's interfaces carry none of their traffic.
+        `tasks_in_namespaces`: every task sits on an emulated host (cluster.kinds), whose link
+        the link monitor counts, so no socket of theirs is read from here."""
         self._run = run
         self._origin = timeline.origin(run.path)  # events share the tasks' step axis
         self._plan = plan
@@ -56,8 +58,8 @@ class Monitor:
         self._host_sampler: Optional[HostSampler] = None
         self._links: Optional[HostLinks] = None
         # Emulated hosts' links are charted as link/* (tfbench.monitor.host_links), not as this machine's interfaces.
-        self._host_interfaces = host_interfaces and config.network != "emulated"
-        if config.network == "emulated":  # tasks' sockets live in other namespaces: count per host link
+        self._host_interfaces = host_interfaces and not tasks_in_namespaces
+        if tasks_in_namespaces:  # emulated hosts: tasks' sockets live in other namespaces, counted per host link
             self._net_source_factory = lambda: None
         self._step = 0
         self._summary: Optional[dict] = None

@@ -3,7 +3,7 @@
 Events use the sample's wall time and, as step, milliseconds since the run began
 (tfbench.tensorboard.timeline), the same axis as the tasks' step-time events. Each task's series goes to tb/<task>/ next to its step times;
 the workers' series are also averaged into tb/workers_mean/, while ps and the coordinator keep
-only their own directories (DESIGN.md). Files carry a ".sys" suffix; TensorBoard follows
+only their own directories (docs/definitions.md). Files carry a ".sys" suffix; TensorBoard follows
 several live files in one directory with --reload_multifile=true.
 """
 from __future__ import annotations

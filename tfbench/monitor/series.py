@@ -3,7 +3,7 @@
 A task keeps one series across restarts: when the launcher re-adds it with a new pid, traffic
 of the earlier processes stays in its cumulative totals and its peak RSS carries over.
 Units: memory in MiB (as ps and top), traffic totals in MB (10^6 bytes, as link rates and the
-parameter sizes in DESIGN.md), rates in kilobits per second.
+parameter sizes in docs/definitions.md), rates in kilobits per second.
 """
 from __future__ import annotations
 

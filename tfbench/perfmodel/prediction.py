@@ -9,15 +9,18 @@ alpha terms outweigh its bytes terms. The fixed overhead is never named: it is n
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import List, Optional, Sequence
 
 from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel import sync_step
 
 RING_STRATEGIES = ("multi_worker_mirrored", "horovod")
 STRATEGIES = ("parameter_server",) + RING_STRATEGIES + ("tree",)
 COMPUTE, PS_LINK, WORKER_LINK, PS_APPLY, LATENCY = (
     "compute", "network at ps host", "network at worker link", "ps apply", "latency")
-BOTTLENECKS = (COMPUTE, PS_LINK, WORKER_LINK, PS_APPLY, LATENCY)
+CORE, INTRA, MESSAGES, STRAGGLERS = "network core", "intra-node aggregation", "messages", "stragglers"
+BOTTLENECKS = (COMPUTE, PS_LINK, WORKER_LINK, PS_APPLY, LATENCY, CORE, INTRA, MESSAGES, STRAGGLERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +37,19 @@ class Setting:
     ps_sync: bool = False
     ps_apply_s: float = 0.0
     overhead_s: float = 0.0
+    extra: sync_step.Extra = sync_step.Extra()  # busiest shard, duplex, messages, nodes, stragglers, core
+    global_batch_size: int = 0  # strong scaling: each worker's batch is this / N (0: batch_size each)
+    compute_per_step_s: float = 0.0  # c0 of compute = c0 + c * batch (the rest of compute_s is per image)
+
+    def batch(self, n: int) -> float:
+        return self.global_batch_size / n if self.global_batch_size else self.batch_size
+
+    def compute_at(self, n: int) -> float:
+        """One worker's compute per step at its batch: c0 + c*b (terms.compute_s)."""
+        if not self.global_batch_size:
+            return self.compute_s
+        per_image = (self.compute_s - self.compute_per_step_s) / self.batch_size
+        return self.compute_per_step_s + per_image * self.batch(n)
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -64,6 +80,30 @@ class Point:
     algbw: Optional[float] = None  # all-reduce only, bytes/s as nccl-tests reports it
     busbw: Optional[float] = None
     scaling_efficiency: Optional[float] = None
+    nodes: int = 0  # nodes the N workers occupy (devices per node); 0: one worker per node
+    wait_s: float = 0.0  # stragglers: E[slowest of N] - mean compute
+    batch_size: float = 0.0  # each worker's batch at this N
+
+
+def _step_bottleneck(st: sync_step.Step, comm_name: str) -> str:
+    """The largest part of a synchronous step of sync_step (compute against each communication part)."""
+    parts = {COMPUTE: st.compute_s, comm_name: st.network_s, CORE: st.core_s, INTRA: st.intra_s,
+             MESSAGES: st.messages_s, PS_APPLY: st.apply_s, STRAGGLERS: st.wait_s}
+    return max(parts, key=parts.get)
+
+
+def _sync_ps_point(s: Setting, n: int) -> Point:
+    c = s.compute_at(n)
+    st = sync_step.sync_ps(n, s.w_bytes, c, s.link, int(s.num_ps), s.ps_placement, s.extra, s.ps_apply_s,
+                           s.overhead_s)
+    comm = st.communication_s
+    name = (LATENCY if st.latency_s > st.network_s - st.latency_s else
+            PS_LINK if st.ps_host_bytes >= st.worker_host_bytes and st.ps_host_bytes > 0 else WORKER_LINK)
+    return Point(num_workers=n, step_s=st.step_s, compute_s=c, communication_s=comm, pull_s=comm / 2, push_s=comm / 2,
+                 allreduce_s=0.0, apply_s=st.apply_s, overhead_s=s.overhead_s,
+                 images_per_sec=n * s.batch(n) / st.step_s, updates_per_sec=1.0 / st.step_s,
+                 bottleneck=_step_bottleneck(st, name), ps_host_bytes=st.ps_host_bytes,
+                 worker_host_bytes=st.worker_host_bytes, nodes=st.nodes, wait_s=st.wait_s, batch_size=s.batch(n))
 
 
 def _comm_bottleneck(comm: eq.Comm, ps_bytes: float, worker_bytes: float) -> str:
@@ -78,7 +118,9 @@ def _largest(compute_s: float, comm_s: float, apply_s: float, comm_name: str) ->
 
 
 def _ps_point(s: Setting, n: int) -> Point:
-    args = (n, s.w_bytes, s.compute_s, s.link, s.num_ps, s.ps_placement, s.ps_apply_s, s.overhead_s)
+    if s.ps_sync and not math.isinf(s.num_ps):
+        return _sync_ps_point(s, n)
+    args = (n, s.w_bytes, s.compute_at(n), s.link, s.num_ps, s.ps_placement, s.ps_apply_s, s.overhead_s)
     if s.ps_sync:
         r = eq.sync_ps(*args)
         pull, push = r["pull"].total, r["push"].total
@@ -97,24 +139,43 @@ def _ps_point(s: Setting, n: int) -> Point:
             name = _comm_bottleneck(r["worst"], 0.0, r["worker_bytes"])
             bottleneck = _largest(s.compute_s, pull + push, r["apply_s"], name)
         updates = r["updates_per_s"]
-    return Point(num_workers=n, step_s=r["step_s"], compute_s=s.compute_s, communication_s=pull + push,
+    return Point(num_workers=n, step_s=r["step_s"], compute_s=s.compute_at(n), communication_s=pull + push,
                  pull_s=pull, push_s=push, allreduce_s=0.0, apply_s=r["apply_s"], overhead_s=s.overhead_s,
-                 images_per_sec=eq.images_per_sec(n, s.batch_size, r["step_s"]), updates_per_sec=updates,
-                 bottleneck=bottleneck, ps_host_bytes=r["ps_bytes"], worker_host_bytes=r["worker_bytes"])
+                 images_per_sec=n * s.batch(n) / r["step_s"], updates_per_sec=updates,
+                 bottleneck=bottleneck, ps_host_bytes=r["ps_bytes"], worker_host_bytes=r["worker_bytes"],
+                 nodes=n, batch_size=s.batch(n))
+
+
+def _ring_point(s: Setting, n: int) -> Point:
+    c = s.compute_at(n)
+    st = sync_step.ring(n, s.w_bytes, c, s.link, s.extra, s.overhead_s)
+    allreduce = st.communication_s
+    algbw, busbw = eq.bus_bandwidth(st.nodes, s.w_bytes, st.network_s)
+    name = LATENCY if st.latency_s > st.network_s - st.latency_s else WORKER_LINK
+    return Point(num_workers=n, step_s=st.step_s, compute_s=c, communication_s=allreduce, pull_s=0.0, push_s=0.0,
+                 allreduce_s=allreduce, apply_s=0.0, overhead_s=s.overhead_s,
+                 images_per_sec=n * s.batch(n) / st.step_s, updates_per_sec=None,
+                 bottleneck=_step_bottleneck(st, name) if allreduce > 0 or c > 0 else COMPUTE, ps_host_bytes=0.0,
+                 worker_host_bytes=st.worker_host_bytes, algbw=algbw, busbw=busbw, nodes=st.nodes, wait_s=st.wait_s,
+                 batch_size=s.batch(n))
 
 
 def _allreduce_point(s: Setting, n: int) -> Point:
+    if s.strategy != "tree":
+        return _ring_point(s, n)
     if s.strategy == "tree":
         comm, root = eq.tree_allreduce(n, s.w_bytes, s.link), eq.tree_root_bytes(n, s.w_bytes)
     else:
         comm, root = eq.ring_allreduce(n, s.w_bytes, s.link), eq.ring_bytes_per_host(n, s.w_bytes)
-    step = eq.sync_allreduce_step_s(s.compute_s, comm, s.overhead_s)
+    c = s.compute_at(n)
+    step = eq.sync_allreduce_step_s(c, comm, s.overhead_s)
     algbw, busbw = eq.bus_bandwidth(n, s.w_bytes, comm.total)
-    bottleneck = _largest(s.compute_s, comm.total, 0.0, _comm_bottleneck(comm, 0.0, root))
-    return Point(num_workers=n, step_s=step, compute_s=s.compute_s, communication_s=comm.total, pull_s=0.0,
+    bottleneck = _largest(c, comm.total, 0.0, _comm_bottleneck(comm, 0.0, root))
+    return Point(num_workers=n, step_s=step, compute_s=c, communication_s=comm.total, pull_s=0.0,
                  push_s=0.0, allreduce_s=comm.total, apply_s=0.0, overhead_s=s.overhead_s,
-                 images_per_sec=eq.images_per_sec(n, s.batch_size, step), updates_per_sec=None,
-                 bottleneck=bottleneck, ps_host_bytes=0.0, worker_host_bytes=root, algbw=algbw, busbw=busbw)
+                 images_per_sec=n * s.batch(n) / step, updates_per_sec=None,
+                 bottleneck=bottleneck, ps_host_bytes=0.0, worker_host_bytes=root, algbw=algbw, busbw=busbw,
+                 nodes=n, batch_size=s.batch(n))
 
 
 def point(setting: Setting, n: int) -> Point:

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from tfbench.measure import breakdown, elastic_steps, stats
+from tfbench.measure import breakdown, comm, elastic_steps, stats
 
 RESULTS_FILE = "results.jsonl"
 # The results format's version (docs/results.md): fields may be added within a version; removing,
@@ -204,6 +204,9 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
                          for r in task_records if r.get("kind") == "task" and r.get("shares_cores_with")},
         "task_images_per_sec": {f"{r['role']}_{r['index']}": r["images_per_sec"] for r in tasks},
     }
+    communication = comm.of_run(task_records, record["step_breakdown"])
+    if communication:
+        record["communication"] = communication
     record.update(training_dynamics(task_records))
     if record.get("updates") is not None:  # the same window as images/sec, so the two rates agree
         record["updates_per_sec"] = record["updates"] / (end - start) if end > start else float("nan")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from tfbench.measure import breakdown
+from tfbench.config import knobs
+from tfbench.measure import breakdown, comm
 
 
 def _row(name: str, step: str, rate: float, stats: dict) -> str:
@@ -25,7 +26,7 @@ def _cores(t: dict) -> str:
 
 
 def render(config, cluster: dict, tasks: List[dict]) -> str:
-    """Per-replica and global batch both appear, as DESIGN.md asks."""
+    """Per-replica and global batch both appear, as docs/definitions.md asks."""
     first = tasks[0] if tasks else {}
     replicas = first.get("replicas", config.num_workers)
     lines = [
@@ -35,6 +36,10 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
         f"image={config.image_size}px  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
+    ]
+    if knobs.knobs_for(config.strategy):
+        lines.append(f"knobs: {knobs.describe(config)}")
+    lines += [
         f"{'task':<12} {'step is':<14} {'images/s':>10} {'mean ms':>9} {'median':>9} {'p90':>9} {'std':>8} "
         f"{'±95%CI':>8} {'jitter':>8}",
     ]
@@ -51,6 +56,7 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     split = breakdown.line(cluster.get("step_breakdown"))
     if split:
         lines.append(split)
+    lines += [line for line in (comm.line(cluster.get("communication")), shards_line(tasks)) if line]
     lines += performance_lines(config, cluster, tasks)
     coordinator = next((t for t in tasks if t.get("cluster_steps")), {})
     updates = cluster.get("updates", coordinator.get("updates"))
@@ -94,6 +100,17 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     if fell_back:
         lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")
     return "\n".join(lines)
+
+
+def shards_line(tasks: List[dict]) -> Optional[str]:
+    """What each parameter server holds, and how far the busiest is above the mean."""
+    shards = next((t["ps_shards"] for t in tasks if t.get("ps_shards")), None)
+    if not shards:
+        return None
+    held = {name: entry["bytes"] for name, entry in shards.items()}
+    mean = sum(held.values()) / len(held)
+    parts = ", ".join(f"{name} {b / 1e6:.1f} MB ({shards[name]['shards']} variables)" for name, b in held.items())
+    return f"bytes per ps: {parts}; busiest {max(held.values()) / mean:.2f}x the mean" if mean else None
 
 
 def staleness_line(stats: dict) -> str:

@@ -15,7 +15,7 @@ from typing import Dict, Optional
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
 
-from tfbench.config import RunConfig
+from tfbench.config import RunConfig, knobs
 from tfbench.results.rundir import RunDir
 from tfbench.tensorboard.events import EventWriter
 
@@ -40,6 +40,7 @@ def hparams_of(config: RunConfig) -> Dict[str, object]:
         "precision": config.precision,
         "xla": config.xla,
         "cores_per_worker": config.cores_per_worker,
+        **knobs.knobs_of(config),  # the strategy's own settings (tfbench.config.knobs)
     }
 
 

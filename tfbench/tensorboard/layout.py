@@ -20,6 +20,8 @@ CHARTS = (
     ("CPU (% of one core), every task", (r"^sys/cpu_percent$",)),
     ("where each global step's time goes (ms), stacked: the bands between lines are compute, "
      "communication, apply and waiting", (r"^split_stacked/",)),
+    ("bandwidth each global step's communication achieved (Gbit/s): algbw, and busbw as nccl-tests defines it",
+     (r"^comm/(alg|bus)bw_gbit_s$",)),
 )
 ELASTIC_CHART = ("ranks in each step (Horovod elastic), every rank", (r"^perf/ranks$",))
 

@@ -1,0 +1,50 @@
+"""--profile: a TensorFlow profile of the measured window that TensorBoard's Profile plugin can
+split into steps (one step marker per measured step, on every strategy's stepping task)."""
+import glob
+import os
+
+import pytest
+
+from conftest import TINY, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def step_markers(xplane_path: str, name: str = "train") -> list:
+    """step_num of every step marker (a TraceMe named `name` with a step_num stat) in an XSpace."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    with open(xplane_path, "rb") as f:
+        space.ParseFromString(f.read())
+    steps = []
+    for plane in space.planes:
+        stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if plane.event_metadata[event.metadata_id].name != name:
+                    continue
+                for stat in event.stats:
+                    if stat_names.get(stat.metadata_id) == "step_num":
+                        steps.append(stat.int64_value or stat.uint64_value)
+    return steps
+
+
+@pytest.mark.parametrize("strategy,task", [("default", "worker_0"), ("parameter_server", "chief_0"),
+                                           ("multi_worker_mirrored", "worker_1")])
+def test_profile_has_one_step_marker_per_measured_step(logdir, strategy, task):
+    workers = "1" if strategy == "default" else "2"
+    result = run_cli(*TINY, f"--strategy={strategy}", f"--num_workers={workers}", "--profile", f"--logdir={logdir}",
+                     "--run_id=profiled")
+    assert result.returncode == 0, result.stderr[-2000:]
+    traces = glob.glob(os.path.join(logdir, "profiled", "tb", task, "plugins", "profile", "*", "*.xplane.pb"))
+    assert traces, f"no profile written for {task}"
+    steps = sorted(s for path in traces for s in step_markers(path))
+    warmup, measured = 2, 3  # TINY: --num_warmup_steps=2 --num_steps=3
+    assert steps == list(range(warmup, warmup + measured))
+
+
+def test_profile_and_profile_steps_are_one_or_the_other():
+    result = run_cli("--profile", "--profile_steps=1,2", "--dry_run")
+    assert result.returncode == 2
+    assert "--profile traces the measured window" in result.stderr

@@ -1,0 +1,127 @@
+"""The settings each strategy really has for its communication (its knobs), in one place.
+
+A comparison of strategies is fair only when each runs as a careful user would run it, so every
+knob is a flag, validated here, recorded in the run record and HParams (knobs_of), shown in the
+dry run and the run table's header (describe), and searched by `python -m tfbench --tune` over
+the small, stated grid TUNE_GRID. Adding a knob: a RunConfig field and flag, a Knob line here,
+and where the strategy reads it (strategies/<name>.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Tuple
+
+from tfbench.config.errors import ConfigError
+
+PS_PARTITIONERS = ("none", "min_size", "fixed")
+PS_PLACERS = ("round_robin", "greedy")
+HOROVOD_COMPRESSIONS = ("none", "fp16")  # Horovod's all-reduce takes no bfloat16
+MIB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    name: str  # the RunConfig field and flag
+    strategy: str
+    default_means: str  # what the default value does, for the table header and docs
+
+
+KNOBS: Tuple[Knob, ...] = (
+    Knob("all_reduce", "multi_worker_mirrored", "auto: TensorFlow picks the collective implementation"),
+    Knob("mwms_bytes_per_pack", "multi_worker_mirrored", "0: every gradient in one pack, one all-reduce per step"),
+    Knob("mwms_timeout", "multi_worker_mirrored", "0: collectives never time out"),
+    Knob("horovod_fusion_threshold_mb", "horovod", "-1: Horovod's default fusion buffer (128 MiB)"),
+    Knob("horovod_cycle_time_ms", "horovod", "-1: Horovod's default cycle time (1 ms)"),
+    Knob("horovod_compression", "horovod", "none: gradients all-reduced in their own precision"),
+    Knob("horovod_autotune", "horovod", "false: the settings above, not Horovod's autotuner"),
+    Knob("ps_partitioner", "parameter_server", "min_size: variables above --ps_min_shard_bytes split over the ps"),
+    Knob("ps_min_shard_bytes", "parameter_server", "262144: min_size's smallest shard"),
+    Knob("ps_placer", "parameter_server", "round_robin: TensorFlow's placement, variable after variable over the ps"),
+)
+
+# --tune: the grid tried for each strategy, knob by knob from its default (values as flags take them).
+TUNE_GRID: Dict[str, Dict[str, Tuple]] = {
+    "multi_worker_mirrored": {"mwms_bytes_per_pack": (0, 4 * MIB, 32 * MIB)},
+    "horovod": {"horovod_fusion_threshold_mb": (-1, 4, 16), "horovod_cycle_time_ms": (-1, 5)},
+    "parameter_server": {"ps_partitioner": ("min_size", "none", "fixed"), "ps_placer": ("round_robin", "greedy")},
+}
+
+
+def knobs_for(strategy: str) -> List[Knob]:
+    return [k for k in KNOBS if k.strategy == strategy]
+
+
+def knobs_of(config) -> Dict[str, object]:
+    """The knob settings of the run's strategy (field -> value), for records, HParams and tables."""
+    return {k.name: getattr(config, k.name) for k in knobs_for(config.strategy)}
+
+
+def describe(config) -> str:
+    """One line: the strategy's knobs as flags, e.g. 'mwms_bytes_per_pack=4194304 all_reduce=auto'."""
+    settings = knobs_of(config)
+    if config.strategy == "parameter_server" and config.ps_partitioner != "min_size":
+        settings.pop("ps_min_shard_bytes", None)  # read by min_size only
+    text = " ".join(f"{name}={_text(value)}" for name, value in settings.items())
+    return text + (f" ({config.knob_source})" if config.knob_source else "")
+
+
+def _text(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def tunable(config) -> Dict[str, Tuple]:
+    """The knobs --tune tries for this run: its strategy's grid, less knobs that change nothing here
+    (a partitioner with one ps)."""
+    grid = dict(TUNE_GRID.get(config.strategy, {}))
+    if config.strategy == "parameter_server" and config.effective_num_ps < 2:
+        grid.pop("ps_partitioner", None)
+        grid.pop("ps_placer", None)
+    return grid
+
+
+def tune_points(config) -> List[Dict[str, object]]:
+    """--tune's grid for the run's strategy: the default, then each knob's other values one at a
+    time (a knob changed alone, so the grid stays small and each point says what it changed)."""
+    grid = tunable(config)
+    if not grid:
+        raise ConfigError(f"--tune has no knobs to try for --strategy={config.strategy}"
+                          + (" with one ps (the partitioner needs two or more)" if config.strategy == "parameter_server"
+                             else f"; it tunes {', '.join(TUNE_GRID)}"))
+    defaults = {name: getattr(config, name) for name in grid}
+    points = [dict(defaults)]
+    for name, values in grid.items():
+        for value in values:
+            if value != defaults[name]:
+                points.append(dict(defaults, **{name: value}))
+    return points
+
+
+def check(c) -> None:
+    """Knob values and the strategy they belong to; one ConfigError line for the first bad one."""
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            raise ConfigError(message)
+
+    defaults = type(c)()
+    for knob in KNOBS:
+        if knob.strategy != c.strategy and getattr(c, knob.name) != getattr(defaults, knob.name):
+            raise ConfigError(f"--{knob.name} applies to --strategy={knob.strategy} only")
+    need(c.mwms_bytes_per_pack >= 0, f"--mwms_bytes_per_pack must be 0 (one pack) or more bytes, "
+                                     f"got {c.mwms_bytes_per_pack}")
+    need(c.mwms_timeout >= 0, f"--mwms_timeout must be 0 (none) or positive seconds, got {c.mwms_timeout}")
+    need(c.horovod_fusion_threshold_mb >= -1,
+         f"--horovod_fusion_threshold_mb must be -1 (Horovod's default), 0 (no fusion) or more MiB, "
+         f"got {c.horovod_fusion_threshold_mb}")
+    need(c.horovod_cycle_time_ms == -1 or c.horovod_cycle_time_ms > 0,
+         f"--horovod_cycle_time_ms must be -1 (Horovod's default) or positive, got {c.horovod_cycle_time_ms:g}")
+    need(c.horovod_compression in HOROVOD_COMPRESSIONS,
+         f"--horovod_compression={c.horovod_compression!r} is unknown; choose {', '.join(HOROVOD_COMPRESSIONS)}")
+    need(not (c.horovod_autotune and (c.horovod_fusion_threshold_mb != -1 or c.horovod_cycle_time_ms != -1)),
+         "--horovod_autotune chooses the fusion threshold and cycle time itself; leave "
+         "--horovod_fusion_threshold_mb and --horovod_cycle_time_ms at -1")
+    need(c.ps_partitioner in PS_PARTITIONERS,
+         f"--ps_partitioner={c.ps_partitioner!r} is unknown; choose {', '.join(PS_PARTITIONERS)}")
+    need(c.ps_placer in PS_PLACERS, f"--ps_placer={c.ps_placer!r} is unknown; choose {', '.join(PS_PLACERS)}")
+    need(c.ps_min_shard_bytes >= 1024, f"--ps_min_shard_bytes must be at least 1024, got {c.ps_min_shard_bytes}")
+    need(c.ps_partitioner == "min_size" or c.ps_min_shard_bytes == defaults.ps_min_shard_bytes,
+         "--ps_min_shard_bytes applies to --ps_partitioner=min_size only")

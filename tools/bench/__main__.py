@@ -1,0 +1,4 @@
+"""`python -m tools.bench`: tools/bench/cli.py."""
+from tools.bench import cli
+
+cli.run()

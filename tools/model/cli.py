@@ -1,0 +1,65 @@
+"""python -m tools.model VERB [--flag=value ...]: tfbench's analytic performance model.
+
+Verbs:
+  predict   step time, images/sec, scaling efficiency and bottleneck of a strategy at the worker
+            counts asked, from a given or fitted compute time and a link class or rate
+  fit       the parameters file from tfbench runs (python -m tools.model fit RUN_OR_SWEEP_DIR...)
+  validate  fit on part of a sweep, predict the rest: measured, predicted, error per held-out run
+  report    validate, fit and the what-if report of a sweep (`make model`): SWEEP_DIR/model/
+  published fit the published InceptionV3 tables (Piz Daint, p2.xlarge, p2.8xlarge) on <= 16 GPUs,
+            predict 32-128: measured, predicted, error per point and the median error
+  cluster   the same from your own measurements (python -m tools.model cluster FILE.csv)
+
+`python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
+the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
+`tfbench: error: ...`, before any TensorFlow is imported).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Dict, List, NamedTuple
+
+from absl import app
+
+from tfbench.config import helptext
+from tools.model import fit, predict, published, report
+
+
+class Verb(NamedTuple):
+    doc: str
+    groups: Callable
+    define: Callable[[], None]
+    main: Callable[[List[str]], int]
+
+
+VERBS: Dict[str, Verb] = {
+    "predict": Verb(predict.__doc__, predict.help_groups, predict.define_flags, predict.main),
+    "fit": Verb(fit.__doc__, fit.help_groups, fit.define_flags, fit.fit_main),
+    "validate": Verb(fit.__doc__, fit.help_groups, fit.define_flags, fit.validate_main),
+    "report": Verb(report.__doc__, report.help_groups, report.define_flags, report.main),
+    "published": Verb(published.__doc__, published.help_groups, published.define_flags,
+                      published.published_main),
+    "cluster": Verb(published.__doc__, published.help_groups, published.define_flags,
+                    published.cluster_main),
+}
+
+
+def fail(message: str) -> None:
+    print(f"tfbench: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def run(argv: List[str]) -> None:
+    """Dispatches `argv[1]` (the verb) with the rest of the command line as its flags."""
+    if len(argv) < 2 or (argv[1].startswith("-") and argv[1] not in helptext.ANY_HELP):
+        fail(f"give a verb first: python -m tools.model VERB [--flag=value ...]; verbs: {', '.join(VERBS)}")
+    if argv[1] in helptext.ANY_HELP:
+        print(__doc__.strip())
+        sys.exit(0)
+    name = argv[1]
+    if name not in VERBS:
+        fail(f"unknown verb {name!r}; choose one of: {', '.join(VERBS)} (python -m tools.model --help)")
+    verb = VERBS[name]
+    app.run(verb.main, argv=[f"{argv[0]} {name}"] + argv[2:],
+            flags_parser=helptext.parser(verb.doc, verb.groups, "tfbench", verb.define))
+

@@ -1,0 +1,334 @@
+"""python -m tools.model predict [--flag=value ...]: the model's prediction at larger clusters.
+
+  e.g. python -m tools.model predict --strategy=parameter_server --num_ps=1 \\
+           --num_workers=1,16,64,256 --link_bandwidth=1gbe --model=resnet50 --batch_size=32 \\
+           --compute_ms_per_image=100
+
+Prints a header (the model, |w|, the link's alpha and beta, the compute per image, and where
+each came from; the assumptions), then one row per worker count: step_ms, its parts
+(compute_ms, communication_ms, apply_ms, overhead_ms), images_per_sec, scaling_efficiency =
+images/s at N / (N x images/s at 1) and the bottleneck; parameter servers add updates_per_sec,
+all-reduce strategies nccl-tests' algbw and busbw. --format=csv prints the same rows as CSV with
+the header as `#` comment lines (pandas.read_csv(path, comment="#") reads it).
+|w| is counted from the model's own graph (cached in ~/.cache/tfbench/model_memory.json).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import List, Optional
+
+from absl import flags
+
+import tfbench.config as config_lib
+from tfbench.config.errors import ConfigError
+from tfbench.framework.precision import PRECISIONS
+from tfbench.measure import memory
+from tfbench.measure import variables as variables_lib
+from tfbench.models import MODELS
+from tfbench.perfmodel import params as params_lib
+from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel import prediction, render, shards, sync_step, terms
+from tfbench.perfmodel.equations import PLACEMENTS, SEPARATE
+from tfbench.perfmodel.links import resolve, runs_text
+
+FLAGS = flags.FLAGS
+MAX_WORKERS = 1024
+FORMATS = ("table", "csv")
+# Accepted with every strategy, so that one command line compares strategies by --strategy alone;
+# the header says when they were ignored.
+PS_ONLY = ("num_ps", "ps_placement", "ps_sync", "ps_apply_ms")
+ASSUMPTIONS = ("compute per worker constant in N (strong scaling: c0 + c x G/N)", "no contention beyond the named "
+               "links and the core (full bisection unless given)", "overlap of communication with computation as "
+               "--overlap_phi says (1: none)", "stragglers only as --compute_cv says (0: none)",
+               "devices inside a node aggregate before the network")
+
+
+def define_flags() -> None:
+    if "compute_ms_per_image" in FLAGS:
+        return
+    flags.DEFINE_string("strategy", "parameter_server", f"One of {', '.join(prediction.STRATEGIES)} "
+                        "(multi_worker_mirrored and horovod: ring all-reduce; tree: binomial tree, a reference).")
+    flags.DEFINE_integer("num_ps", 0, "Parameter servers k, as tfbench's --num_ps (0: one); see --ps_per_worker.")
+    flags.DEFINE_boolean("ps_per_worker", False, "One ps per worker node, k = nodes (tf_cnn_benchmarks' layout at "
+                         "scale); overrides --num_ps.")
+    flags.DEFINE_string("ps_placement", "collocated", "As tfbench's: collocated (ps j on worker node j's host) or "
+                        "separate (each ps on a host of its own).")
+    flags.DEFINE_string("ps_partitioner", "min_size", "How variables are split over the ps, as tfbench places them: "
+                        "none (whole variables, round-robin), min_size (MinSizePartitioner(--ps_min_shard_bytes, k)), "
+                        "fixed (FixedShardsPartitioner(k)).")
+    flags.DEFINE_integer("ps_min_shard_bytes", shards.MIN_SHARD_BYTES, "min_size: the least bytes of a part.")
+    flags.DEFINE_string("ps_placer", "round_robin", "As tfbench's: round_robin (variable after variable over the ps) "
+                        "or greedy (each variable from the least-loaded ps on).")
+    flags.DEFINE_boolean("ps_sync", False, "Synchronous parameter server (default: asynchronous, as tfbench).")
+    flags.DEFINE_list("num_workers", ["1", "2", "4", "8", "16", "32", "64"], f"Worker counts N (replicas), each "
+                      f"1-{MAX_WORKERS}.")
+    flags.DEFINE_integer("devices_per_node", 1, "Workers (devices) per node: they aggregate inside the node "
+                         "(--intra_node_link) and the network sees ceil(N/d) nodes.")
+    flags.DEFINE_string("intra_node_link", "pcie", "How a node's devices aggregate: pcie (through the host, 12 GB/s) "
+                        "or nvlink (a ring, 25 GB/s).")
+    flags.DEFINE_string("link_bandwidth", "", "As tfbench's: every host's link, each direction: a class "
+                        f"({', '.join(config_lib.LINK_PRESETS)}) or a rate such as 100mbit; empty: unshaped, "
+                        "which only a link measured in --params (key unshaped) can describe.")
+    flags.DEFINE_float("link_latency", 0.0, "As tfbench's: one-way delay in ms added between any two hosts, on top "
+                       "of the link's own alpha.")
+    flags.DEFINE_float("link_alpha_ms", None, "The link's own per-message latency alpha in ms; default: the class's "
+                       "stated alpha, a fitted one from --params, or 0.05 for a plain rate.")
+    flags.DEFINE_float("fabric_capacity", 0.0, "Aggregate Gbit/s the network's core carries; 0: full bisection "
+                       "(see --oversubscription).")
+    flags.DEFINE_float("oversubscription", 0.0, "The core's oversubscription ratio r >= 1: capacity = nodes x link / r; "
+                       "0: full bisection.")
+    flags.DEFINE_string("model", "resnet50", f"One of {', '.join(MODELS)}.")
+    flags.DEFINE_integer("image_size", 224, "Square image side in pixels.")
+    flags.DEFINE_integer("num_classes", 1000, "Classes of the classifier.")
+    flags.DEFINE_string("precision", "fp32", f"One of {', '.join(PRECISIONS)} (selects the fitted compute; "
+                        "|w| stays 4 bytes per parameter).")
+    flags.DEFINE_integer("batch_size", 32, "Images per worker per step.")
+    flags.DEFINE_integer("global_batch_size", 0, "Strong scaling: images per global step, split over the N workers "
+                         "(each gets G/N); 0: --batch_size per worker (weak scaling).")
+    flags.DEFINE_float("compute_ms_per_step", 0.0, "The part of compute that does not grow with the batch (c0 of "
+                       "c0 + c x batch), ms; used with --global_batch_size.")
+    flags.DEFINE_string("mode", "train", "train (the model predicts training steps).")
+    flags.DEFINE_float("compute_ms_per_image", None, "One worker's compute per image in ms (e.g. a GPU's figure).")
+    flags.DEFINE_string("params", "", "Parameters file fitted on tfbench runs (compute, links, apply, overhead).")
+    flags.DEFINE_integer("cores_per_worker", 0, "With --params: the compute measured on this many cores; "
+                         "0: the only entry that fits.")
+    flags.DEFINE_float("ps_apply_ms", None, "ms one ps takes to apply one update of |w|; default: --params, else 0.")
+    flags.DEFINE_float("overhead_ms", None, "Fixed ms per step (e.g. dispatch); default: --params, else 0.")
+    flags.DEFINE_float("duplex_chi", 0.0, "Synchronous steps: share of the two directions of a link that does not "
+                       "overlap across workers (0: pulls and pushes of different workers interleave; 1: in turn).")
+    flags.DEFINE_float("overlap_phi", 1.0, "Share of the shorter of compute and communication that does not overlap "
+                       "the longer (1: none overlaps, as tfbench's steps; tf_cnn_benchmarks' TF1 graphs: ~0.1).")
+    flags.DEFINE_float("per_message_us", 0.0, "Cost of one message (a variable's pull or push) in microseconds.")
+    flags.DEFINE_float("compute_cv", 0.0, "Stragglers: coefficient of variation of one worker's compute per step "
+                       "(0: none); a synchronous step waits for the slowest of N.")
+    flags.DEFINE_string("format", "table", "table or csv.")
+
+
+def help_groups():
+    return [("Cluster", ["strategy", "num_workers", "num_ps", "ps_per_worker", "ps_placement", "ps_partitioner",
+                         "ps_min_shard_bytes", "ps_placer", "ps_sync", "devices_per_node", "intra_node_link"]),
+            ("Link", ["link_bandwidth", "link_latency", "link_alpha_ms", "fabric_capacity", "oversubscription"]),
+            ("Model and compute", ["model", "image_size", "num_classes", "precision", "batch_size", "global_batch_size",
+                                   "mode", "compute_ms_per_image", "compute_ms_per_step", "params", "cores_per_worker",
+                                   "ps_apply_ms", "overhead_ms"]),
+            ("Terms", ["duplex_chi", "overlap_phi", "per_message_us", "compute_cv"]),
+            ("Output", ["format"])]
+
+
+def need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def worker_counts(values: List[str]) -> List[int]:
+    counts = []
+    for value in values:
+        need(value.strip().isdigit() and 1 <= int(value) <= MAX_WORKERS,
+             f"--num_workers={value!r}: each worker count must be a whole number from 1 to {MAX_WORKERS}")
+        counts.append(int(value))
+    need(bool(counts), "--num_workers needs at least one worker count")
+    return counts
+
+
+def check_flags() -> None:
+    """Every flag alone and in combination; nothing here imports TensorFlow."""
+    f = FLAGS
+    need(f.strategy in prediction.STRATEGIES,
+         f"--strategy={f.strategy!r} is unknown; choose one of {', '.join(prediction.STRATEGIES)}")
+    need(f.num_ps >= 0, f"--num_ps must be 0 (one ps) or more, got {f.num_ps}")
+    need(f.ps_placement in PLACEMENTS, f"--ps_placement={f.ps_placement!r} is unknown; choose separate or collocated")
+    need(f.ps_partitioner in shards.PARTITIONERS,
+         f"--ps_partitioner={f.ps_partitioner!r} is unknown; choose one of {', '.join(shards.PARTITIONERS)}")
+    need(f.ps_placer in shards.PLACERS, f"--ps_placer={f.ps_placer!r} is unknown; choose one of {', '.join(shards.PLACERS)}")
+    need(f.ps_min_shard_bytes >= 1, f"--ps_min_shard_bytes must be positive, got {f.ps_min_shard_bytes}")
+    need(f.devices_per_node >= 1, f"--devices_per_node must be at least 1, got {f.devices_per_node}")
+    need(f.intra_node_link in terms.INTRA_NODE,
+         f"--intra_node_link={f.intra_node_link!r} is unknown; choose one of {', '.join(terms.INTRA_NODE)}")
+    config_lib.link_rate_bps(f.link_bandwidth)
+    need(f.link_latency >= 0, f"--link_latency must be 0 or more milliseconds, got {f.link_latency}")
+    need(f.link_alpha_ms is None or f.link_alpha_ms >= 0, "--link_alpha_ms must be 0 or more")
+    need(f.fabric_capacity >= 0, f"--fabric_capacity must be 0 or more Gbit/s, got {f.fabric_capacity}")
+    need(f.oversubscription == 0 or f.oversubscription >= 1, f"--oversubscription must be 0 or at least 1, got "
+         f"{f.oversubscription}")
+    need(not (f.fabric_capacity and f.oversubscription), "give --fabric_capacity or --oversubscription, not both")
+    need(f.global_batch_size >= 0, f"--global_batch_size must be 0 or more, got {f.global_batch_size}")
+    need(f.compute_ms_per_step >= 0, f"--compute_ms_per_step must be 0 or more, got {f.compute_ms_per_step}")
+    need(0 <= f.duplex_chi <= 1 and 0 <= f.overlap_phi <= 1, "--duplex_chi and --overlap_phi are shares in [0, 1]")
+    need(f.per_message_us >= 0 and f.compute_cv >= 0, "--per_message_us and --compute_cv must be 0 or more")
+    need(f.model in MODELS, f"--model={f.model!r} is unknown; choose one of {', '.join(MODELS)}")
+    need(f.image_size >= MODELS[f.model].min_image_size,
+         f"--image_size={f.image_size} is too small for {f.model} (at least {MODELS[f.model].min_image_size})")
+    need(f.num_classes >= 2, f"--num_classes must be at least 2, got {f.num_classes}")
+    need(f.precision in PRECISIONS, f"--precision={f.precision!r} is unknown; choose one of {', '.join(PRECISIONS)}")
+    need(f.batch_size >= 1, f"--batch_size must be positive, got {f.batch_size}")
+    need(f.mode == "train", f"--mode={f.mode!r}: the model predicts training steps only (--mode=train)")
+    given, fitted = f.compute_ms_per_image is not None, bool(f.params)
+    need(given or fitted, "give the compute: --compute_ms_per_image=MS or --params=FILE (fitted on tfbench runs)")
+    need(not (given and fitted), "give --compute_ms_per_image or --params, not both")
+    need(not given or f.compute_ms_per_image > 0,
+         f"--compute_ms_per_image must be positive, got {f.compute_ms_per_image}")
+    need(f.cores_per_worker >= 0 and (fitted or not f["cores_per_worker"].present),
+         "--cores_per_worker picks a compute entry of --params (>= 0)")
+    for name in ("ps_apply_ms", "overhead_ms"):
+        need(f[name].value is None or f[name].value >= 0, f"--{name} must be 0 or more, got {f[name].value}")
+    need(f.format in FORMATS, f"--format={f.format!r} is unknown; choose table or csv")
+    need(bool(f.link_bandwidth.strip()) or bool(f.params),
+         "--link_bandwidth is empty (unshaped): give a class or a rate such as 100mbit, or --params with the "
+         "unshaped link measured")
+
+
+def _seconds(flag: str, data: Optional[dict], table: str, key: str):
+    """(seconds, where from) of --ps_apply_ms / --overhead_ms, else the params file, else 0."""
+    if FLAGS[flag].value is not None:
+        return FLAGS[flag].value / 1e3, f"given (--{flag})"
+    entry = params_lib.strategy_value(data, table, key) if data else None
+    if entry:
+        return entry["value_s"], runs_text(entry["from_runs"])
+    return 0.0, f"not given (--{flag} or a params file sets it)"
+
+
+def request():
+    """(worker counts, facts): every flag checked, compute, link, apply and overhead resolved."""
+    check_flags()
+    f = FLAGS
+    counts = worker_counts(f.num_workers)
+    need(not f.global_batch_size or f.global_batch_size >= max(counts),
+         f"--global_batch_size={f.global_batch_size} gives less than one image to each of {max(counts)} workers")
+    data = params_lib.load(f.params) if f.params else None
+    if data is None:
+        ms, compute_source = f.compute_ms_per_image, "given (--compute_ms_per_image)"
+    else:
+        entry = params_lib.compute_entry(data, f.model, f.mode, f.precision, f.image_size, f.num_classes, f.batch_size,
+                                         f.cores_per_worker or None)
+        ms, compute_source = entry["ms_per_image"], f"{runs_text(entry['from_runs'])} ({params_lib.describe(entry)})"
+    rate = config_lib.link_rate_bps(f.link_bandwidth)
+    name = f.link_bandwidth.strip().lower() or "unshaped"
+    measured = (params_lib.link_entry(data, name) or (params_lib.link_entry(data, "local") if name == "unshaped"
+                                                      else None)) if data else None
+    if rate == 0 and measured is None:
+        raise ConfigError("--link_bandwidth is empty (unshaped) and --params measured no unshaped link: give a class "
+                          "or a rate such as 100mbit")
+    link = resolve(name, rate, f.link_alpha_ms, measured)
+    if f.link_latency:
+        link = dataclasses.replace(link, link=eq.Link(link.link.alpha_s + f.link_latency / 1e3, link.link.beta),
+                                   alpha_source=f"{link.alpha_source}, plus --link_latency={f.link_latency:g} ms")
+    key = params_lib.strategy_key(f.strategy, f.ps_sync)
+    apply_s, apply_source = _seconds("ps_apply_ms", data, "ps_apply_s", key)
+    overhead_s, overhead_source = _seconds("overhead_ms", data, "overhead_s", key)
+    share = params_lib.strategy_value(data, "link_efficiency", key) if data else None
+    facts = {"ms": ms, "compute_source": compute_source, "link": link, "apply": (apply_s, apply_source),
+             "overhead": (overhead_s, overhead_source),
+             "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta")}
+    return counts, facts
+
+
+def placement_for(variables, k: int):
+    return shards.place(variables, k, FLAGS.ps_partitioner, FLAGS.ps_min_shard_bytes, FLAGS.ps_placer)
+
+
+def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None) -> List[str]:
+    f, s, link = FLAGS, setting, facts["link"]
+    if s.strategy == "parameter_server":
+        where = "on hosts of their own" if s.ps_placement == SEPARATE else "collocated: ps j on worker node j's host"
+        k = "one ps per worker node (k = nodes)" if f.ps_per_worker else (
+            f"{int(s.num_ps)} ps" + (" (--num_ps=0: one, as tfbench)" if f.num_ps == 0 else ""))
+        what = f"parameter_server, {'sync' if s.ps_sync else 'async'}, {k} {where}"
+        step = ("one global step = one update from every worker's gradient; communication = the busiest link's "
+                "pulls and pushes (full duplex), messages, intra-node aggregation" if s.ps_sync else
+                "one global step = N updates, one per worker on average; communication = pull + push, with the "
+                "queueing at saturated ps links (queueing at a saturated ps apply is in apply_ms); the asynchronous "
+                "equations spread |w| evenly over the k ps")
+    else:
+        what = f"{s.strategy} ({'binomial-tree' if s.strategy == 'tree' else 'ring'} all-reduce)"
+        ignored = [f"--{name}" for name in PS_ONLY if f[name].present]
+        what += f"; {', '.join(ignored)} ignored (parameter_server only)" if ignored else ""
+        step = "one global step = compute, then one all-reduce of |w|; communication = the all-reduce"
+    batch = (f"global batch {f.global_batch_size} split over the N workers (G/N each)" if f.global_batch_size
+             else f"batch {f.batch_size} per worker")
+    lines = [
+        f"tfbench performance model: {what}; {f.model} {f.mode} {f.precision} {f.image_size}px "
+        f"{f.num_classes} classes, {batch}",
+        f"|w| = {s.w_bytes / 1e6:.1f} MB: {counted['params']:,} trainable parameters in {counted['variables']} "
+        f"variables x 4 bytes (variables stay fp32 under every --precision; counted from the model's graph)",
+    ]
+    if placed is not None:
+        lines.append(f"ps placement (--ps_partitioner={f.ps_partitioner}, --ps_placer={f.ps_placer}, k = {placed.num_ps}, as tfbench's "
+                     f"ParameterServerStrategy places them): {shards.describe(placed)}")
+    d = f.devices_per_node
+    lines += [
+        f"nodes: {d} worker{'s' if d > 1 else ''} (devices) per node, ceil(N/{d}) nodes on the network"
+        + (f"; inside a node they aggregate over {f.intra_node_link} ({terms.INTRA_NODE[f.intra_node_link][1]})"
+           if d > 1 else ""),
+        f"link alpha = {link.link.alpha_s * 1e3:.3f} ms per message, {link.alpha_source}",
+        f"link beta = {link.link.beta / 1e6:.1f} MB/s each direction, {link.beta_source}",
+        f"share of beta the strategy's protocol gets = {facts['share'][0]:.3f}, {facts['share'][1]}",
+        "network core: " + (f"{f.fabric_capacity:g} Gbit/s aggregate (given)" if f.fabric_capacity else
+                             f"oversubscribed {f.oversubscription:g}:1 (given)" if f.oversubscription else
+                             "full bisection (assumed: give --fabric_capacity or --oversubscription)"),
+        f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "
+        f"{facts['compute_source']}" + (f"; {f.compute_ms_per_step:g} ms of it per step, the rest per image"
+                                        if f.global_batch_size else ""),
+        f"terms: duplex chi = {f.duplex_chi:g}, overlap phi = {f.overlap_phi:g}, per-message cost "
+        f"{f.per_message_us:g} us, stragglers compute cv = {f.compute_cv:g} (given or default)",
+    ]
+    if s.strategy == "parameter_server":
+        lines.append(f"ps apply = {s.ps_apply_s * 1e3:g} ms per update of |w| (each shard 1/k of it), "
+                     f"{facts['apply'][1]}")
+    lines += [f"overhead = {s.overhead_s * 1e3:g} ms per step, {facts['overhead'][1]}", f"step: {step}"]
+    return lines
+
+
+def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, compute_s: float):
+    f = FLAGS
+    fabric = (f.fabric_capacity * 1e9 / 8 if f.fabric_capacity else
+              terms.fabric_capacity(nodes_for_core, link_beta, f.oversubscription) if f.oversubscription else None)
+    return sync_step.Extra(
+        shard_bytes=placed.shard_bytes if placed is not None else None,
+        shard_variables=placed.shard_variables if placed is not None else None,
+        devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=f.duplex_chi, phi=f.overlap_phi,
+        per_message_s=f.per_message_us / 1e6, sigma_s=f.compute_cv * compute_s, fabric=fabric)
+
+
+def main(argv) -> int:
+    if len(argv) > 1:
+        print(f"tfbench: error: unexpected arguments: {' '.join(argv[1:])}", file=sys.stderr)
+        return 2
+    try:
+        counts, facts = request()
+        counted = memory.counts(FLAGS.model, FLAGS.image_size, FLAGS.num_classes)
+        variables = (shards.from_records(variables_lib.variables(FLAGS.model, FLAGS.image_size, FLAGS.num_classes))
+                     if FLAGS.strategy == "parameter_server" else None)
+    except (ConfigError, params_lib.ParamsError) as e:
+        print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    f = FLAGS
+    w = float(sum(v.nbytes for v in variables if v.trainable)) if variables else 4.0 * counted["params"]
+    link = facts["link"].link.with_beta_share(facts["share"][0])
+    compute = f.batch_size * facts["ms"] / 1e3 + (f.compute_ms_per_step / 1e3 if f.global_batch_size else 0.0)
+
+    def setting_at(n: int):
+        k = terms.nodes(n, f.devices_per_node) if f.ps_per_worker else (f.num_ps or 1)
+        placed = placement_for(variables, k) if variables else None
+        extra = _extra(placed, 0.0, terms.nodes(n, f.devices_per_node), link.beta, compute)
+        return placed, prediction.Setting(
+            strategy=f.strategy, w_bytes=w, compute_s=compute, batch_size=f.batch_size, link=link, num_ps=k,
+            ps_placement=f.ps_placement, ps_sync=f.ps_sync, ps_apply_s=facts["apply"][0],
+            overhead_s=facts["overhead"][0], extra=extra, global_batch_size=f.global_batch_size,
+            compute_per_step_s=f.compute_ms_per_step / 1e3)
+
+    rate_1 = prediction.point(setting_at(1)[1], 1).images_per_sec
+    points = []
+    for n in counts:
+        p = prediction.point(setting_at(n)[1], n)
+        points.append(dataclasses.replace(p, scaling_efficiency=p.images_per_sec / (n * rate_1)))
+    placed, last = setting_at(max(counts))
+    lines = header(last, counted, facts, placed)
+    assumptions = f"assumptions: {'; '.join(ASSUMPTIONS)}"
+    if f.format == "csv":
+        print("\n".join(lines + [assumptions]), file=sys.stderr)
+        print(render.csv_text(points, last.strategy))
+    else:
+        print(render.table(points, last.strategy, lines))
+        print(assumptions, file=sys.stderr)
+    return 0
