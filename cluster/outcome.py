@@ -75,7 +75,8 @@ def report(ending: Ending, first_record: int, run: RunDir, config: RunConfig, ex
             reason = f"all tasks finished in {elapsed:.1f} s"
             status.message(f"tfbench: {reason}")
             return LaunchResult(True, 0, None, reason, record)
-    record = {"kind": "cluster", "run_id": run.run_id, "status": "failed", "failed_task": ending.failed_task,
+    record = {"kind": "cluster", "schema_version": records.SCHEMA_VERSION, "run_id": run.run_id, "status": "failed",
+              "failed_task": ending.failed_task,
               "reason": ending.reason, **extra}
     records.append(run.results, record)
     print_failure(ending, status)

@@ -4,7 +4,7 @@ every task reads, and the TensorBoard layout the run opens on. Shared by `python
 from __future__ import annotations
 
 from tfbench.measure import environment
-from tfbench.results import rundir
+from tfbench.results import records, rundir
 from tfbench.tensorboard.layout import write_layout
 
 
@@ -20,6 +20,7 @@ def prepare_run_dir(config, plan) -> rundir.RunDir:
     run = rundir.create(config.logdir, config.run_id)
     run.write_json("config.json", config.to_dict())
     write_plan(run, plan)
-    run.write_json("environment.json", environment.collect(with_horovod=config.strategy == "horovod"))
+    run.write_json("environment.json", {"schema_version": records.SCHEMA_VERSION,
+                                        **environment.collect(with_horovod=config.strategy == "horovod")})
     write_layout(run, elastic=config.horovod_elastic)
     return run

@@ -64,7 +64,7 @@ def test_csv_has_one_row_per_record_with_config_and_efficiency(built):
     _, out, _ = built
     rows, cluster = cluster_rows(out)
     assert len(cluster) == 7
-    assert len([r for r in rows if r["kind"] == "task"]) == 1 + 1 + 1 + 2 + 1 + 2
+    assert len([r for r in rows if r["kind"] == "task"]) == 1 + 1 + 1 + 2 + 1 + (2 + 2)  # ps-w2: + chief_0, ps_0
     w2 = cluster["mwms-w2"]
     assert float(w2["images_per_sec"]) == pytest.approx(40.0)
     assert float(w2["scaling_efficiency"]) == pytest.approx(40.0 / (2 * 36.0))
@@ -75,7 +75,7 @@ def test_csv_has_one_row_per_record_with_config_and_efficiency(built):
     assert float(cluster["ps-w2"]["scaling_efficiency"]) == pytest.approx(32.0 / (2 * 80 / 3.0))
     assert float(cluster["mwms-w1"]["scaling_efficiency"]) == pytest.approx(32.0 / 36.0)
     assert cluster["mwms-w1-hard"]["placement"] == "hard"
-    assert float(cluster["ps-w2"]["resources.tasks.ps_0.net_tx_bytes"]) == 21_000_000
+    assert float(cluster["ps-w2"]["resources.cpu_percent_mean"]) == 93.5  # the workers' mean
     failed = cluster["ps-w2-failed"]
     assert failed["status"] == "failed" and failed["failed_task"] == "ps_0"
     assert failed["reason"] == "ps_0 exited with code 1: Resource exhausted"
@@ -87,10 +87,12 @@ def test_task_rows_carry_their_resources_and_record_fields(built):
     rows, _ = cluster_rows(out)
     tasks = {(r["run_id"], r["task"]): r for r in rows if r["kind"] == "task"}
     assert float(tasks[("ps-w2", "worker_1")]["resources.rss_mb_peak"]) == 570.0
+    ps = tasks[("ps-w2", "ps_0")]  # monitored, no record of its own: a row with its resources
+    assert float(ps["resources.net_tx_bytes"]) == 21_000_000 and ps["role"] == "ps" and ps["images_per_sec"] == ""
     assert float(tasks[("mwms-w1", "worker_0")]["resources.cpu_percent_mean"]) == 95.0
     worker = tasks[("mwms-w2", "worker_1")]
     assert float(worker["images_per_sec"]) == pytest.approx(20.0)
-    assert worker["placement"] == "soft" and worker["placement.requested"] == "soft"
+    assert worker["placement"] == "soft" and worker["host"] == "" and worker["replicas"] == "2"
     assert len(worker["step_times_s"].split()) == 5
 
 

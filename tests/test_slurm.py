@@ -183,6 +183,39 @@ def test_horovod_ranks_as_slurm_tasks(slurm, logdir):
     assert not os.path.exists(os.path.join(run, "tasks", "horovodrun.log"))
 
 
+def test_job_and_node_facts_with_spaces_in_their_values(slurm, tmp_path, monkeypatch):
+    """A job's name and comment and a node's reason hold spaces, '=' and '|': slurmctld's answers
+    are read as delimited fields (cluster/slurm/query.py), where splitting `scontrol -o` on
+    spaces took the comment's JobState=RUNNING for the job's state."""
+    from cluster.slurm import batch, job, query
+    from cluster.slurm import resolver as slurm_resolver
+
+    monkeypatch.setenv("SLURM_CONF", slurm.conf)
+    script = tmp_path / "exit3.sh"
+    script.write_text("#!/bin/bash\nexit 3\n")
+    proc = subprocess.run(["sbatch", "--parsable", "--job-name=tfbench x JobState=RUNNING",
+                           "--comment=a b | JobState=RUNNING ExitCode=0:0", f"--chdir={tmp_path}",
+                           f"--output={tmp_path}/out", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip().split(";")[0]
+    end = time.monotonic() + 60
+    while batch.job_state(job_id) not in ("", "FAILED", "COMPLETED") and time.monotonic() < end:
+        time.sleep(0.5)
+    shown = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
+    assert dict(f.split("=", 1) for f in shown.split() if "=" in f)["JobState"] == "RUNNING"  # the old reading
+    assert batch.job_facts(job_id) == {"state": "FAILED", "exit_code": "3:0"} and batch.exit_status(job_id) == 3
+    assert job.describe(job_id) == f"Slurm job {job_id} ended FAILED (NonZeroExitCode)"
+    assert slurm_resolver.node_addresses([HOST]) == {HOST: HOST}
+    reason = "checked by admin x=y | z"
+    subprocess.run(["scontrol", "update", f"NodeName={HOST}", "State=DRAIN", f"Reason={reason}"], check=True)
+    try:
+        assert query.nodes([HOST])[HOST]["reason"] == reason
+        assert job.failed_nodes(HOST) == {HOST: f"drained: {reason}"}
+        assert job.describe(job_id).endswith(f"; node {HOST} drained: {reason}")
+    finally:
+        subprocess.run(["scontrol", "update", f"NodeName={HOST}", "State=RESUME"], check=True)
+
+
 def test_zz_queue_empty_and_every_daemon_stops(slurm):
     assert slurm.jobs() == []
     assert slurm.stop() == []

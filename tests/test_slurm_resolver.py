@@ -83,19 +83,19 @@ def test_task_spec_from_the_resolver(monkeypatch, plan):
     assert sorted(names) == sorted(t.name for t in plan.tasks)
 
 
-SCONTROL = """#!/bin/sh
-# scontrol -o show node n1,n2: one line per node, as slurmctld answers
-echo "NodeName=n1 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.9.0.2 NodeHostName=n1 Version=22.05.8"
-echo "NodeName=n2 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.9.0.3 NodeHostName=n2 Version=22.05.8"
+SINFO = """#!/bin/sh
+# sinfo -h -N -n n1,n2 -O NodeList:|,NodeAddr:|,StateLong:|,Reason:| : one line per node, as slurmctld answers
+echo "n1|10.9.0.2|mixed|none|"
+echo "n2|10.9.0.3|allocated|checked by admin x=y|"
 """
 
 
 def test_tasks_are_addressed_at_their_nodes_nodeaddr(monkeypatch, tmp_path):
     """Node names need not resolve (a private cluster's h0, h1): the cluster spec carries the
     NodeAddr slurmctld knows each node by, in the same rank order."""
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(SCONTROL)
-    scontrol.chmod(0o755)
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text(SINFO)
+    sinfo.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
     assert slurm_resolver.node_addresses(["n2", "n1"]) == {"n1": "10.9.0.2", "n2": "10.9.0.3"}
     srun_env(monkeypatch, 3)

@@ -1,5 +1,6 @@
-"""Helpers for tests that launch real TensorFlow runs: run the CLI, read a run's records and
-its TensorBoard events back with tensorboard's own reader."""
+"""Helpers for tests that launch real TensorFlow runs: run the CLI, read a run's records (each
+field checked against docs/results.md) and its TensorBoard events back with tensorboard's own
+reader."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import os
 from typing import Dict, List
 
 from conftest import TINY, run_cli
+from results_doc import undocumented_in_run
 
 
 def run_tiny(logdir: str, run_id: str, *args, env=None, timeout=300):
@@ -18,8 +20,12 @@ def run_tiny(logdir: str, run_id: str, *args, env=None, timeout=300):
 
 
 def records(run_dir: str) -> List[dict]:
+    """The run's records; fails when one holds a field docs/results.md does not document."""
     with open(os.path.join(run_dir, "results.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        found = [json.loads(line) for line in f if line.strip()]
+    missing = undocumented_in_run(run_dir)
+    assert not missing, "written but not in docs/results.md (add a row each): " + "; ".join(missing)
+    return found
 
 
 def task_records(run_dir: str) -> Dict[str, dict]:

@@ -13,7 +13,7 @@ import subprocess
 import time
 from typing import Dict, Optional
 
-from cluster.slurm import layout, steps
+from cluster.slurm import layout, query, steps
 from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
@@ -64,10 +64,10 @@ def job_state(job_id: str) -> str:
 
 
 def job_facts(job_id: str) -> dict:
-    """The job's end state and exit code as slurmctld remembers them (MinJobAge, 300 s by default)."""
-    proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True)
-    fields = dict(f.split("=", 1) for f in proc.stdout.split() if "=" in f)
-    return {"state": fields.get("JobState", "unknown"), "exit_code": fields.get("ExitCode", "")}
+    """The job's end state and exit code ("status:signal") as slurmctld remembers them (MinJobAge,
+    300 s by default); state "unknown" once it has forgotten the job."""
+    facts = query.job(job_id)
+    return {"state": facts.get("state") or "unknown", "exit_code": facts.get("exit_code", "")}
 
 
 def exit_status(job_id: str) -> int:

@@ -12,28 +12,21 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 import time
 from typing import Dict
 
-from cluster.slurm import batch
+from cluster.slurm import batch, query
 from tfbench.results.rundir import RunDir
-
-
-def _fields(command) -> Dict[str, str]:
-    proc = subprocess.run(command, capture_output=True, text=True)
-    return dict(f.split("=", 1) for f in proc.stdout.split() if "=" in f)
 
 
 def failed_nodes(nodelist: str) -> Dict[str, str]:
     """{node: "state: reason"} of the nodes in `nodelist` that Slurm has down, drained or failing."""
     if not nodelist or nodelist == "(null)":
         return {}
-    proc = subprocess.run(["sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E"], capture_output=True, text=True)
     found = {}
-    for line in proc.stdout.splitlines():
-        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+    for name, node in query.nodes([nodelist]).items():
+        state, reason = node["state"], node["reason"]
         if state.startswith(("down", "drain", "fail")):
             found[name] = f"{state}: {reason}" if reason and reason != "none" else state
     return found
@@ -41,10 +34,10 @@ def failed_nodes(nodelist: str) -> Dict[str, str]:
 
 def describe(job_id: str) -> str:
     """E.g. `Slurm job 7 ended NODE_FAIL (NodeDown); node h1 down*: Not responding`."""
-    job = _fields(["scontrol", "-o", "show", "job", job_id])
-    state, reason = job.get("JobState", "unknown"), job.get("Reason", "None")
+    job = query.job(job_id)
+    state, reason = job.get("state") or "unknown", job.get("reason", "None")
     text = f"Slurm job {job_id} ended {state}" + (f" ({reason})" if reason not in ("None", "") else "")
-    nodes = failed_nodes(job.get("NodeList", ""))
+    nodes = failed_nodes(job.get("nodes", ""))
     return text + "".join(f"; node {name} {how}" for name, how in sorted(nodes.items()))
 
 

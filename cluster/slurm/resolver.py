@@ -11,16 +11,16 @@ resolver assigns Slurm ranks to them in sorted job order (chief, ps, worker).
 The resolver builds addresses from the step's node names (`h1:8888`). A node's name need not
 resolve: Slurm reaches it at its NodeAddr, which slurm.conf may set apart from the name (as the
 private clusters of emulated hosts do, cluster.slurm.node_cluster). Each name is therefore
-replaced by the NodeAddr `scontrol show node` gives; where NodeAddr is the name itself (the
+replaced by the NodeAddr sinfo gives (cluster.slurm.query); where NodeAddr is the name itself (the
 default) nothing changes, and without an answer the names stay.
 """
 from __future__ import annotations
 
 import glob
 import os
-import subprocess
 from typing import Dict, Iterable
 
+from cluster.slurm import query
 from cluster.spec import ClusterPlan
 
 PORT_BASE_ENV = "TFBENCH_SLURM_PORT_BASE"
@@ -36,21 +36,8 @@ def visible_gpus() -> int:
 
 
 def node_addresses(names: Iterable[str]) -> Dict[str, str]:
-    """{node name: NodeAddr} as slurmctld knows them; {} when scontrol cannot tell."""
-    names = sorted(set(names))
-    if not names:
-        return {}
-    try:
-        proc = subprocess.run(["scontrol", "-o", "show", "node", ",".join(names)], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    found = {}
-    for line in proc.stdout.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        if fields.get("NodeName") and fields.get("NodeAddr"):
-            found[fields["NodeName"]] = fields["NodeAddr"]
-    return found
+    """{node name: NodeAddr} as slurmctld knows them (sinfo); {} when it cannot tell."""
+    return {name: node["address"] for name, node in query.nodes(names).items() if node["address"]}
 
 
 def at_addresses(cluster: Dict[str, list], addresses: Dict[str, str]) -> Dict[str, list]:

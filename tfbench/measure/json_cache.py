@@ -1,11 +1,16 @@
-"""A small JSON file of cached counts (FLOPs, model memory), shared by every run of a machine.
+"""A small JSON file of cached counts (FLOPs, model memory, peaks), shared by every run of a machine.
 
-Writes replace the file atomically, so tasks of one run that count at once never leave it torn.
+Tasks of one run (and runs at once) may add keys at the same time: each write reads, updates and
+replaces the file while holding an exclusive lock on `<file>.lock` (fcntl), so that no writer
+drops another's key, and replaces it atomically (a temporary file, then os.replace), so that a
+reader never sees it torn. Readers take no lock: they see the file before or after a write.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import tempfile
 
 
 def read(path: str) -> dict:
@@ -17,10 +22,21 @@ def read(path: str) -> dict:
 
 
 def write(path: str, key: str, value) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = read(path)
-    data[key] = value
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    """Sets `key` to `value` in the file, keeping every key another writer set meanwhile."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    with open(f"{path}.lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            data = read(path)
+            data[key] = value
+            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(data, f, indent=2, sort_keys=True)
+                os.replace(tmp, path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

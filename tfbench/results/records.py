@@ -2,7 +2,8 @@
 
 results.jsonl is append-only; each line is one record with "kind": "task" or "cluster".
 Tasks append their own record (under an advisory lock) so that a launcher that dies later
-cannot lose them; the launcher appends the cluster record computed from those.
+cannot lose them; the launcher appends the cluster record computed from those. Every record
+(and environment.json) carries SCHEMA_VERSION; docs/results.md documents every field.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from tfbench.measure import breakdown, comm, elastic_steps, stats
 
 RESULTS_FILE = "results.jsonl"
+# The results format's version (docs/results.md): fields may be added within a version; removing,
+# renaming or redefining one (its unit, its meaning) or a column of results.csv increments it.
+SCHEMA_VERSION = 1
 
 
 def append(path: str, record: dict) -> None:
@@ -60,6 +64,7 @@ def task_record(*, run_id: str, role: str, index: int, images_per_step: int,
     """The record of one task's measured steps (warm-up steps are never passed in)."""
     record = {
         "kind": "task",
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "role": role,
         "index": index,
@@ -180,6 +185,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
     series, definition, label = cluster_steps(task_records)
     record = {
         "kind": "cluster",
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "status": "ok",
         "num_tasks": len(tasks),
