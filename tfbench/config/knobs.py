@@ -65,6 +65,20 @@ def describe(config) -> str:
     return text + (f" ({config.knob_source})" if config.knob_source else "")
 
 
+def changed(config: Dict) -> str:
+    """The strategy's knobs off their defaults in a config dict ('mwms_bytes_per_pack=4194304'),
+    or 'default': how reports tell a tuned point from its default."""
+    from tfbench.config.run_config import RunConfig
+
+    defaults = RunConfig()
+    off = [f"{k.name}={_text(config.get(k.name))}" for k in knobs_for(config.get("strategy", ""))
+           if k.name in config and config.get(k.name) != getattr(defaults, k.name)]
+    return " ".join(off) or "default"
+
+
+FIELDS = tuple(k.name for k in KNOBS) + ("knob_source",)  # config keys a report shows as one knobs label
+
+
 def _text(value) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 

@@ -13,6 +13,7 @@ import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfbench.config import MODES, STRATEGIES
+from tfbench.config import knobs
 from tools.report.aggregate import Point, varying
 
 SCALE = "scale"  # aggregate.identity's N of scaling efficiency: workers (mirrored: local devices)
@@ -81,8 +82,11 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
                                                                    for k in (primary, *keys))):
             members.sort(key=lambda p: _order(p.config.get(x)))
             c = members[0].config
-            extra = ", ".join(f"{k}={_value(c.get(k))}" for k in shown.get(repr(c.get(primary)), ())
-                              if c.get(k) is not None)  # a key that does not apply to this line
+            label_keys = shown.get(repr(c.get(primary)), ())
+            extra = ", ".join(f"{k}={_value(c.get(k))}" for k in label_keys
+                              if c.get(k) is not None and k not in knobs.FIELDS)  # a key that does not apply: none
+            if any(k in knobs.FIELDS for k in label_keys):  # tuned or default, as one label
+                extra = ", ".join(filter(None, (extra, f"knobs: {knobs.changed(c)}")))
             label = _value(c.get(primary)) + (f" ({extra})" if extra else "")
             drawn.append(Line(label, members, x))
         title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)

@@ -5,7 +5,7 @@ import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tfbench.config import RunConfig, knobs
+from tfbench.config import knobs
 from tools.report.aggregate import Comparison, Point, order_key, varying
 from tools.report.findings import findings
 
@@ -102,16 +102,12 @@ def _extra_keys(points: Sequence[Point], shown: Sequence[str]) -> List[str]:
 
 def knobs_cell(config: Dict) -> str:
     """The strategy's knobs off their defaults (tfbench.config.knobs), and where they came from."""
-    defaults = RunConfig()
-    changed = [f"{k.name}={config.get(k.name)}" for k in knobs.knobs_for(config.get("strategy", ""))
-               if k.name in config and config.get(k.name) != getattr(defaults, k.name)]
-    if not changed:
-        return "default"
-    return " ".join(changed) + (f" ({config['knob_source']})" if config.get("knob_source") else "")
+    text = knobs.changed(config)
+    return text + (f" ({config['knob_source']})" if text != "default" and config.get("knob_source") else "")
 
 
 def results_table(points: Sequence[Point]) -> str:
-    standard = [k for k, _ in STANDARD + SETTINGS] + [k.name for k in knobs.KNOBS]
+    standard = [k for k, _ in STANDARD + SETTINGS] + list(knobs.FIELDS)
     extra = _extra_keys(points, standard)
     with_knobs = any(knobs_cell(p.config) != "default" for p in points)
     headers = ([h for _, h in STANDARD] + ["global batch"] + [h for _, h in SETTINGS] + extra +

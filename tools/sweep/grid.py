@@ -215,7 +215,7 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
     dropped: Dict[str, int] = {}
     kept_values = set()  # (axis, value) of combinations that run
     reasons: Dict[Tuple[str, Any], Dict[str, int]] = {}  # (axis, value) -> reasons its combinations were dropped
-    collapsed = 0
+    collapsed = at_default = 0
     for repeat in range(grid.repeats):
         for combo in itertools.product(*(grid.axes[name] for name in AXES)):
             values = _normalise(dict(zip(AXES, combo)))
@@ -224,8 +224,10 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
                 knob_values, source = saved_knobs(values, grid.fixed, logdir) if tuning == "best" and not reason \
                     else ({}, "")
                 pid = point_id(values, repeat, tuned_point=bool(knob_values))
-                if pid in verdicts:
-                    collapsed += 1  # also a best that is the default: one point
+                if pid in verdicts and tuning == "best" and not knob_values:
+                    at_default += 1  # the saved knobs are the defaults: the default point measures them
+                elif pid in verdicts:
+                    collapsed += 1
                 else:
                     verdicts[pid] = reason
                     if reason:
@@ -248,6 +250,9 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
         notes.append(f"merged {collapsed} point(s) that differ only in axes that do not apply to their "
                      f"strategy (num_ps/ps_placement/ps_sync/ps_staleness_bound: parameter_server; num_local_devices: "
                      f"mirrored) or launcher (slurm_nodes: slurm)")
+    if at_default:
+        notes.append(f"{at_default} point(s) of tuning: best run at their defaults: the saved tuning kept them "
+                     f"(or the strategy has no knob for that setting), so the default point is measured once")
     return points, notes
 
 
