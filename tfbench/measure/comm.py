@@ -108,7 +108,7 @@ def line(comm: Optional[Dict]) -> Optional[str]:
     if not comm:
         return None
     size = comm.get("message_mb") or {}
-    text = (f"communication per step: {comm['messages_per_step']} {comm['kind']} messages "
+    text = (f"communication per step: {comm['messages_per_step']} {comm['kind']} message(s) "
             f"({'exact' if comm['exact'] else 'at least'}; {comm['rule']}) of {size.get('median', 0):.2f} MB median "
             f"({size.get('min', 0):.2f}-{size.get('max', 0):.2f}), {comm['bytes_per_step'] / MB:.1f} MB")
     if "algbw_gbit_s" in comm:
