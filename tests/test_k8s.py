@@ -49,6 +49,7 @@ def operator_tf_config(job, replica_type, index):
     return {"cluster": cluster, "task": {"type": replica_type.lower(), "index": index}}
 
 
+@pytest.mark.slow  # TensorFlow's TFConfigClusterResolver
 @pytest.mark.parametrize("config", [PS, MWMS], ids=["ps", "mwms"])
 def test_tfjob_structure_and_operator_tf_config(config, resolver_for):
     config_map, job = k8s.tfjob(config, TARGET)
@@ -76,6 +77,7 @@ def test_tfjob_structure_and_operator_tf_config(config, resolver_for):
             assert task.intra_threads == int(cpus)
 
 
+@pytest.mark.slow  # TensorFlow's TFConfigClusterResolver
 @pytest.mark.parametrize("config", [PS, MWMS], ids=["ps", "mwms"])
 def test_indexed_job_tf_config_from_pod_index(config, resolver_for):
     config_map, service, job = k8s.indexed_job(config, TARGET)
