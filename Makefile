@@ -39,7 +39,7 @@ test: setup
 	$(PY) -m pytest tests
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow" tests
+	$(PY) -m pytest -m "not slow and not root" tests
 
 # Side by side: tfbench vs a minimal loop, bf16 vs fp32, fraction of the GEMM peak, 2 vs 1
 # one-core workers (MWMS, Horovod); then the monitor's cost. About 10 minutes on 2 cores.

@@ -1,7 +1,11 @@
-"""Shared test helpers: run the CLI as a user would, and find leftover processes."""
+"""Shared test helpers: run the CLI as a user would, find leftover processes, the TensorFlow
+runs several tests read (`clusters`, tests/clusters.py), and in a fast run (`-m "not slow and not
+root"`, make test-fast) a guard that fails any test that imports TensorFlow or starts a process
+that does, and lets local runs create no network namespace (tests/fast_guard)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -41,6 +45,18 @@ def processes_mentioning(text: str):
     return found
 
 
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory):
+    """The shared TensorFlow runs (tests/clusters.py), each launched the first time a test reads
+    it; at the session's end nothing of any of them may be left running."""
+    from clusters import Clusters
+
+    launched = Clusters(str(tmp_path_factory.mktemp("clusters")))
+    yield launched
+    left = launched.kill_leftovers()
+    assert not left, f"processes left behind by the shared runs: {left}"
+
+
 @pytest.fixture
 def logdir(tmp_path):
     path = tmp_path / "runs"
@@ -70,17 +86,77 @@ def pytest_sessionstart(session):
     session.config.stash[_BEFORE] = leftovers.snapshot()
 
 
+FAST_GUARD = os.path.join(ROOT, "tests", "fast_guard")
+_GUARD_DIR = pytest.StashKey[str]()
+
+
+def fast_run(config) -> bool:
+    """A run that deselects both the slow and the root tests (make test-fast)."""
+    expression = config.getoption("markexpr") or ""
+    return "not slow" in expression and "not root" in expression
+
+
+def pytest_configure(config):
+    """In a fast run: the guard here and in every Python process the tests start."""
+    if not fast_run(config):
+        return
+    import importlib.util
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="tfbench-fast-guard-")
+    config.stash[_GUARD_DIR] = directory
+    os.environ["TFBENCH_FAST_GUARD_DIR"] = directory
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (FAST_GUARD, os.environ.get("PYTHONPATH")) if p)
+    spec = importlib.util.spec_from_file_location("tfbench_fast_guard", os.path.join(FAST_GUARD, "sitecustomize.py"))
+    guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    if guard.NO_NAMESPACE in sys.modules:  # imported before the guard was installed
+        sys.modules[guard.NO_NAMESPACE].create = guard.no_namespace
+
+
+def tensorflow_imports(config) -> list:
+    """Lines `test, module, command` of every refused TensorFlow import of this fast run."""
+    directory = config.stash.get(_GUARD_DIR, None)
+    if directory is None:
+        return []
+    lines = []
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name)) as f:
+            lines += [line.rstrip("\n") for line in f if line.strip()]
+    return lines
+
+
+def pytest_unconfigure(config):
+    directory = config.stash.get(_GUARD_DIR, None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_tensorflow_in_a_fast_run(request):
+    before = set(tensorflow_imports(request.config))
+    yield
+    new = [line for line in tensorflow_imports(request.config) if line not in before]
+    if new:
+        pytest.fail("a fast test imported TensorFlow (mark it slow):\n" + "\n".join(new), pytrace=False)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Fails the suite when it leaves anything behind that was not there at its start
     (cluster.leftovers), however every test ended."""
     before = session.config.stash.get(_BEFORE, None)
     left = suite_leftovers(before, LEFTOVER_GRACE_S) if before is not None else []
     session.config.stash[_LEFT] = left
-    if left:
+    if left or tensorflow_imports(session.config):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    imported = tensorflow_imports(config)
+    if imported:
+        terminalreporter.section("TensorFlow imported in a fast run", red=True)
+        for line in imported:
+            terminalreporter.line(line, red=True)
     left = config.stash.get(_LEFT, [])
     if left:
         terminalreporter.section("left behind by the test suite", red=True)

@@ -1,22 +1,15 @@
-"""Aggregation is real: from the same initial weights and data, one synchronous distributed
-training step leaves the weights equal to one single-device step on the concatenated global
-batch. Each run saves its initial and final weights and the data shards of its step. A run
-has at least one warm-up step, so the runs make two steps on the same global batch (the
-synthetic data repeats) and the reference makes the same two."""
-import json
-import os
-
+"""Aggregation is real: from the same initial weights and data, synchronous distributed training
+steps leave the weights equal to single-device steps on the concatenated global batch. Each run
+(a shared scenario of tests/clusters.py that saves its weights) saves its initial and final
+weights and the data shards of its step. Every step of a run, warm-up included, trains on the
+same global batch (the synthetic data repeats), and the reference makes as many."""
 import numpy as np
 import pytest
 
-from tfrun import run_tiny
-
 pytestmark = pytest.mark.slow
 
-TWO_STEPS = ["--num_warmup_steps=1", "--num_steps=1", "--batch_size=4", "--image_size=16"]
 
-
-def single_device_step(config_dict, initial, shards, steps_run=2):
+def single_device_step(config_dict, initial, shards):
     """The reference: tfbench's own steps on one device over the shards' batches, concatenated."""
     from tfbench.config import RunConfig
     from tfbench.data.synthetic import batch_for
@@ -33,23 +26,16 @@ def single_device_step(config_dict, initial, shards, steps_run=2):
     batches = [batch_for(config, config.batch_size, int(s)) for s in shards]
     images = tf.concat([b[0] for b in batches], axis=0)
     labels = tf.concat([b[1] for b in batches], axis=0)
-    for _ in range(steps_run):
+    for _ in range(config.num_warmup_steps + config.num_steps):
         steps.train(model, optimizer, images, labels, global_batch_size=int(images.shape[0]))
     return [v.numpy() for v in model.trainable_variables]
 
 
-@pytest.mark.parametrize("flags", [
-    ["--strategy=multi_worker_mirrored", "--num_workers=2"],
-    ["--strategy=horovod", "--num_workers=2"],
-    ["--strategy=parameter_server", "--num_workers=2", "--num_ps=1", "--ps_sync"],
-    ["--strategy=mirrored", "--num_local_devices=2"],
-], ids=["mwms", "horovod", "ps_sync", "mirrored"])
-def test_one_sync_step_equals_a_single_device_step_on_the_global_batch(logdir, tmp_path, flags):
-    dump = str(tmp_path / "weights.npz")
-    _, run = run_tiny(logdir, "agg", *flags, *TWO_STEPS, env={"TFBENCH_DUMP_WEIGHTS": dump})
-    with open(os.path.join(run, "config.json")) as f:
-        config = json.load(f)
-    saved = np.load(dump)
+@pytest.mark.parametrize("scenario", ["mwms", "horovod", "ps_sync", "mirrored"])
+def test_sync_steps_equal_single_device_steps_on_the_global_batch(clusters, scenario):
+    launched = clusters[scenario]
+    config = launched.config
+    saved = np.load(launched.weights)
     n = len([k for k in saved.files if k.startswith("initial_")])
     initial = [saved[f"initial_{i}"] for i in range(n)]
     final = [saved[f"final_{i}"] for i in range(n)]

@@ -5,6 +5,7 @@ clocks the gate reads), so the runs below check the gate independently: unbounde
 straggler it grows past the bound; bounded it never exceeds s, and waiting closures are counted."""
 import pytest
 
+from clusters import SCENARIOS
 from strategies import ps_split, staleness
 from tfrun import run_tiny, task_records
 
@@ -49,8 +50,11 @@ def clock_max(run):
 
 
 @pytest.mark.slow
-def test_a_straggler_makes_unbounded_updates_clock_stale(logdir):
-    _, run = run_tiny(logdir, "ssp_unbounded", *ASYNC)
+def test_a_straggler_makes_unbounded_updates_clock_stale(clusters):
+    """The shared run `ps_async_straggler_hard` of tests/clusters.py: ASYNC, placed hard for
+    test_step_definitions."""
+    assert set(ASYNC) <= set(SCENARIOS["ps_async_straggler_hard"].flags)
+    run = clusters["ps_async_straggler_hard"].run
     tasks, worst = clock_max(run)
     assert worst > 1, worst  # the fast worker runs ahead of the stopped one
     assert tasks["chief_0"]["bound_waits"] == 0

@@ -15,6 +15,7 @@ from tfrun import cluster_record, run_tiny, scalars, task_records
 DIGITS = ["--model=lenet", "--dataset=digits", "--num_classes=10", "--batch_size=32", "--num_warmup_steps=1"]
 
 
+@pytest.mark.slow  # TensorFlow: the dataset, tf.data and the model
 def test_digits_load_offline_with_a_fixed_disjoint_held_out_set(monkeypatch):
     monkeypatch.setenv("no_proxy", "")
     monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")  # any download attempt would fail
@@ -31,6 +32,7 @@ def test_digits_load_offline_with_a_fixed_disjoint_held_out_set(monkeypatch):
     assert np.array_equal(again[3], y_test)
 
 
+@pytest.mark.slow  # TensorFlow: the dataset, tf.data and the model
 def test_shards_are_disjoint_and_batches_full():
     config = config_lib.RunConfig(model="lenet", dataset="digits", num_classes=10, image_size=8, batch_size=50)
     seen = []
@@ -42,6 +44,7 @@ def test_shards_are_disjoint_and_batches_full():
     assert len(seen[0] & seen[1]) < 10
 
 
+@pytest.mark.slow  # TensorFlow: the dataset, tf.data and the model
 def test_evaluator_points_and_time_to_accuracy(tmp_path):
     from tfbench.framework.tf_import import keras
     from tfbench.models import MODELS

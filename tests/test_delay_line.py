@@ -19,7 +19,8 @@ from cluster import delay_line, link_probe, links, netns
 from cluster.launchers import launch as launcher
 from cluster.netns_exec import run_in
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
+pytestmark = [pytest.mark.root, pytest.mark.timeout(90),
+              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 
 def forwarders(key: str):
@@ -78,7 +79,6 @@ class Network:
         assert_run_gone(self.key)
 
 
-@pytest.mark.slow
 def test_a_50_ms_link_shows_a_100_ms_round_trip_between_two_hosts():
     with Network(delay_ms=50.0) as net:
         measured = link_probe.probe(net)
@@ -88,7 +88,6 @@ def test_a_50_ms_link_shows_a_100_ms_round_trip_between_two_hosts():
     assert link_probe.check(measured, 50.0) is None
 
 
-@pytest.mark.slow
 def test_a_100_mbit_20_ms_link_carries_85_mbit_of_tcp_each_way():
     """Through the TAP pairs, tbf still shapes both directions: one stream gets the link's
     goodput and no more."""

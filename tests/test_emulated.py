@@ -26,7 +26,7 @@ from tfbench.results import records, rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_TASK = os.path.join(ROOT, "tests", "fake_task.py")
-pytestmark = [pytest.mark.timeout(90),
+pytestmark = [pytest.mark.root, pytest.mark.timeout(90),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 # Records where the task runs (network namespace, hostname), then becomes the fake task.

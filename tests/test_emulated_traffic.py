@@ -16,7 +16,8 @@ import pytest
 from cluster import links
 from tfrun import cluster_record, run_tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 CLASSES = 25000
 W_BYTES = (3 * 3 * 3 * 8 + 8 + 8 * CLASSES + CLASSES) * 4

@@ -1,5 +1,6 @@
 """The CLI end to end on the tiny model: the run directory, its records, and TensorBoard events
-that tensorboard's own reader reads back with exactly the measured steps."""
+that tensorboard's own reader reads back with exactly the measured steps (the shared runs
+`default` and `forward_soft_gpu` of tests/clusters.py)."""
 import json
 import os
 import subprocess
@@ -8,13 +9,14 @@ import pytest
 
 from conftest import ROOT
 from tfbench.tensorboard import timeline
-from tfrun import cluster_record, run_tiny, scalars, task_records
+from tfrun import cluster_record, scalars, task_records
 
 pytestmark = pytest.mark.slow
 
 
-def test_default_run_writes_records_events_and_table(logdir):
-    out, run = run_tiny(logdir, "e2e")
+def test_default_run_writes_records_events_and_table(clusters):
+    default = clusters["default"]
+    out, run = default.out, default.run
     for name in ("config.json", "environment.json", "plan.json", "monitor.jsonl"):
         assert os.path.getsize(os.path.join(run, name)) > 0, name
     with open(os.path.join(run, "environment.json")) as f:
@@ -51,15 +53,14 @@ def test_default_run_writes_records_events_and_table(logdir):
     assert "cluster" in out and "worker_0" in out and "global batch=4" in out
 
 
-def test_forward_mode_measures_inference(logdir):
-    _, run = run_tiny(logdir, "fwd", "--mode=forward")
-    (worker,) = task_records(run).values()
+def test_forward_mode_measures_inference(clusters):
+    (worker,) = task_records(clusters["forward_soft_gpu"].run).values()
     assert worker["mode"] == "forward" and worker["num_measured_steps"] == 3
 
 
-def test_soft_gpu_placement_falls_back_and_says_so(logdir):
-    out, run = run_tiny(logdir, "softgpu", "--device=gpu", "--placement=soft")
-    (worker,) = task_records(run).values()
+def test_soft_gpu_placement_falls_back_and_says_so(clusters):
+    launched = clusters["forward_soft_gpu"]
+    out, (worker,) = launched.out, task_records(launched.run).values()
     placed = worker["placement"]
     assert placed["requested_device"] == "gpu" and placed["gpus_visible"] == 0
     assert placed["fallback_to_cpu"] is True

@@ -44,6 +44,8 @@ def wait_for_measuring(run, timeout=120):
 
 
 @pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="the private network namespace of a local run needs root")
 def test_task_ports_are_unreachable_from_outside_the_run(logdir):
     run = os.path.join(logdir, "isolated")
     proc = subprocess.Popen([sys.executable, "-m", "tfbench", *TINY, f"--logdir={logdir}", "--run_id=isolated",

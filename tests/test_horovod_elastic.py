@@ -142,6 +142,7 @@ def test_a_rank_that_never_rejoins_and_one_killed_before_a_full_step():
 
 
 @pytest.mark.slow
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
 def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
     out, run = run_tiny(logdir, "elastic", *ELASTIC, "--num_steps=1500", "--fault=worker_1:kill@100")
@@ -174,6 +175,7 @@ def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
 def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
     """horovodrun is no task of ours: it is told of the launcher's death by PR_SET_PDEATHSIG,

@@ -136,6 +136,7 @@ def operator_tf_config(job, replica_type, index):
     return {"cluster": cluster, "task": {"type": replica_type.lower(), "index": index}}
 
 
+@pytest.mark.slow  # TensorFlow's TFConfigClusterResolver
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=list(CONFIGS))
 def test_tfjob_operator_tf_config_round_trips(config, resolver_for):
     config_map, job = k8s.tfjob(config, TARGET)
@@ -179,6 +180,7 @@ def indexed_pods(objects):
                 yield job.rpartition("-")[2], i, f"{job}-{i}.{pod['subdomain']}", pod["containers"][0]["command"][-1]
 
 
+@pytest.mark.slow  # TensorFlow's TFConfigClusterResolver
 @pytest.mark.parametrize("builder", ["jobset", "indexed-jobs"])
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=list(CONFIGS))
 def test_pod_index_tf_config_round_trips(config, builder, resolver_for):

@@ -14,6 +14,7 @@ PS = ["--strategy=parameter_server", "--num_workers=2", "--ps_placement=separate
 
 
 @pytest.mark.slow
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_a_two_worker_ps_idles_more_at_100_ms_than_at_0(logdir):
     _, fast = run_tiny(logdir, "lat0", *PS)

@@ -35,6 +35,7 @@ def test_a_sleeping_process_of_someone_else_is_not_a_leftover():
         other.wait()
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_a_namespace_left_behind_is_seen():
     from pyroute2 import netns as pyroute2_netns

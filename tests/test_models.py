@@ -10,6 +10,7 @@ def test_registry_names():
     assert {"resnet50", "alexnet", "tiny"} <= set(MODELS)
 
 
+@pytest.mark.slow  # builds the model in TensorFlow
 def test_resnet50_has_the_published_parameter_count():
     model = MODELS["resnet50"].build(num_classes=1000, image_size=224)
     assert model.count_params() == 25_636_712
@@ -31,17 +32,20 @@ def alexnet_params(image_size, classes):
     return total
 
 
+@pytest.mark.slow  # builds the model in TensorFlow
 @pytest.mark.parametrize("image_size", [224, 64, 32])
 def test_alexnet_parameter_count_matches_its_definition(image_size):
     model = MODELS["alexnet"].build(num_classes=1000, image_size=image_size)
     assert model.count_params() == alexnet_params(image_size, 1000)
 
 
+@pytest.mark.slow  # builds the model in TensorFlow
 def test_alexnet_at_227_has_the_published_size():
     # The original 227 px input gives 6x6x256 features and the well-known 62.4 M parameters.
     assert MODELS["alexnet"].build(1000, 227).count_params() == 62_378_344
 
 
+@pytest.mark.slow  # builds the model in TensorFlow
 @pytest.mark.parametrize("name,size", [("resnet50", 32), ("alexnet", 32), ("tiny", 8)])
 def test_forward_shapes_nhwc(name, size):
     model = MODELS[name].build(num_classes=7, image_size=size)

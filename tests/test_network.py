@@ -98,6 +98,7 @@ def test_window_traffic_interpolates_between_samples(tmp_path):
     assert host_links.window_traffic(run, -5, 10, 1)["h0"]["tx_bytes"] == 3000
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_link_latency_passes_the_support_check_with_tap_devices_instead_of_netem(tmp_path):
     """This kernel has no sch_netem; the delay line needs TAP devices, which it has: a dry run

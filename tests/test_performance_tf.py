@@ -1,10 +1,11 @@
 """With TensorFlow: FLOP counts equal the hand count, the GEMM peak is measured, mixed-precision
-training steps stay numerically sane, and a real run records its start-up phases and FLOP/s."""
+training steps stay numerically sane, and a real run (the shared `default` of tests/clusters.py)
+records its start-up phases and FLOP/s."""
 import math
 
 import pytest
 
-from tfrun import run_tiny, task_records
+from tfrun import task_records
 
 pytestmark = pytest.mark.slow
 
@@ -89,10 +90,10 @@ def test_mixed_precision_training_step_is_numerically_sane(name, compute):
     assert losses[0] == pytest.approx(fp32_losses[0], rel=0.05)  # the same loss, to bf16's precision
 
 
-def test_run_records_startup_phases_in_order_and_flops(logdir):
+def test_run_records_startup_phases_in_order_and_flops(clusters):
     from tfbench.measure import startup
 
-    out, run_dir = run_tiny(logdir, "perf")
+    out, run_dir = clusters["default"].out, clusters["default"].run
     (task,) = task_records(run_dir).values()
     marks = task["startup"]["marks"]
     assert list(sorted(marks, key=marks.get)) == list(startup.PHASES)

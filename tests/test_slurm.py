@@ -1,6 +1,7 @@
 """tfbench on a real Slurm: a private slurmctld + slurmd + munged on this machine (cluster/slurm/local_cluster.py),
 runs submitted through sbatch by `python -m tfbench --launcher=slurm`, their records, a run
-cancelled mid-way, and at the end an empty queue and every daemon stopped.
+cancelled mid-way, and at the end (the module fixture's teardown) an empty queue and every daemon
+stopped.
 Skipped (with the reason) where Slurm cannot be installed or started (not root)."""
 import json
 import os
@@ -15,13 +16,14 @@ import pytest
 from conftest import ROOT, TINY, processes_mentioning, run_cli
 from tfrun import cluster_record, records, task_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.root]
 HOST = socket.gethostname()
 
 
 @pytest.fixture(scope="module")
 def slurm():
-    """munged (as the munge user) must reach its directory: not under pytest's private tmp."""
+    """A private Slurm for this module's tests; at the end its queue is empty and every daemon
+    stops. munged (as the munge user) must reach its directory: not under pytest's private tmp."""
     import shutil
     import tempfile
 
@@ -32,14 +34,18 @@ def slurm():
         pytest.skip(reason)
     directory = tempfile.mkdtemp(prefix="tfbench-slurm-")
     cluster = slurm_cluster.LocalSlurm(directory)
+    queued = []
     try:
         cluster.start()
         yield cluster
+        queued = cluster.jobs()  # every test's job has left the queue
     finally:
         left = cluster.stop()
         if not left:
             shutil.rmtree(directory, ignore_errors=True)
+    assert not queued, f"jobs still queued after the last test: {queued}"
     assert not left, f"Slurm daemons still running: {left} (logs in {directory}/log)"
+    assert all(p.poll() is not None for p in cluster.daemons.values())
 
 
 def run_slurm(slurm, logdir, run_id, *args, timeout=240):
@@ -214,9 +220,3 @@ def test_job_and_node_facts_with_spaces_in_their_values(slurm, tmp_path, monkeyp
         assert job.describe(job_id).endswith(f"; node {HOST} drained: {reason}")
     finally:
         subprocess.run(["scontrol", "update", f"NodeName={HOST}", "State=RESUME"], check=True)
-
-
-def test_zz_queue_empty_and_every_daemon_stops(slurm):
-    assert slurm.jobs() == []
-    assert slurm.stop() == []
-    assert all(p.poll() is not None for p in slurm.daemons.values())

@@ -24,6 +24,7 @@ def srun_env(monkeypatch, rank, nodelist="n[1-2]", tasks_per_node="2(x2)", num_t
         monkeypatch.setenv("SLURM_CPUS_PER_TASK", str(cpus))
 
 
+@pytest.mark.slow  # TensorFlow's SlurmClusterResolver
 def test_shipped_resolver_fails_on_cpu_only_nodes(monkeypatch):
     from tfbench.framework.tf_import import tf
 
@@ -35,6 +36,7 @@ def test_shipped_resolver_fails_on_cpu_only_nodes(monkeypatch):
         tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={"worker": 4}, gpus_per_node=0).cluster_spec()
 
 
+@pytest.mark.slow  # TensorFlow's SlurmClusterResolver
 def test_parameter_server_roles_across_two_nodes(monkeypatch):
     seen = {}
     for rank in range(4):
@@ -48,6 +50,7 @@ def test_parameter_server_roles_across_two_nodes(monkeypatch):
     assert seen == {0: ("chief", 0), 1: ("ps", 0), 2: ("worker", 0), 3: ("worker", 1)}
 
 
+@pytest.mark.slow  # TensorFlow's SlurmClusterResolver
 def test_uneven_tasks_per_node_and_port_from_environment(monkeypatch):
     monkeypatch.setenv(slurm_resolver.PORT_BASE_ENV, "7100")
     srun_env(monkeypatch, 3, nodelist="a1,b7", tasks_per_node="3,1")
@@ -63,6 +66,7 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert slurm_resolver.visible_gpus() == 0
 
 
+@pytest.mark.slow  # TensorFlow's SlurmClusterResolver
 @pytest.mark.parametrize("plan", [PS, MWMS], ids=["ps", "mwms"])
 def test_task_spec_from_the_resolver(monkeypatch, plan):
     """What tfbench.task runs as under srun: the plan's task for the rank, with the resolver's TF_CONFIG."""
@@ -90,6 +94,7 @@ echo "n2|10.9.0.3|allocated|checked by admin x=y|"
 """
 
 
+@pytest.mark.slow  # TensorFlow's SlurmClusterResolver
 def test_tasks_are_addressed_at_their_nodes_nodeaddr(monkeypatch, tmp_path):
     """Node names need not resolve (a private cluster's h0, h1): the cluster spec carries the
     NodeAddr slurmctld knows each node by, in the same rank order."""

@@ -1,12 +1,13 @@
 """Staleness of parameter-server updates, measured with a version counter on the ps: asynchronous
 workers apply gradients computed on parameters that others have updated since (staleness > 0
-occurs); synchronous ones never do (0 for every gradient)."""
+occurs); synchronous ones never do (0 for every gradient). The runs are the shared `ps_async` and
+`ps_sync` of tests/clusters.py."""
 import os
 
 import pytest
 
 from strategies import staleness
-from tfrun import cluster_record, run_tiny, scalars, task_records
+from tfrun import cluster_record, scalars, task_records
 
 
 def test_summary_per_worker_and_overall():
@@ -17,18 +18,20 @@ def test_summary_per_worker_and_overall():
 
 
 @pytest.mark.slow
-def test_async_updates_are_stale_and_logged_per_update(logdir):
-    _, run = run_tiny(logdir, "stale_async", "--strategy=parameter_server", "--num_workers=2", "--num_steps=15")
+def test_async_updates_are_stale_and_logged_per_update(clusters):
+    launched = clusters["ps_async"]
+    run, updates = launched.run, 2 * launched.steps  # rounds of 2 updates
+    assert launched.steps >= 15 and not launched.config["ps_sync"]
     tasks = task_records(run)
     stats = tasks["chief_0"]["staleness"]
-    assert stats["all"]["updates"] == 30  # 15 rounds of 2 updates
+    assert stats["all"]["updates"] == updates
     assert stats["all"]["max"] >= 1, stats  # two workers interleave: some update lands on newer weights
     assert min(int(k) for k in stats["all"]["histogram"]) >= 0
     chief = tasks["chief_0"]  # updates per second over the coordinator's measured rounds
-    assert chief["updates"] == 30
-    assert chief["updates_per_sec_of_rounds"] == pytest.approx(30 / sum(chief["step_times_s"]), rel=1e-6)
+    assert chief["updates"] == updates
+    assert chief["updates_per_sec_of_rounds"] == pytest.approx(updates / sum(chief["step_times_s"]), rel=1e-6)
     cluster = cluster_record(run)  # the cluster's: over the window of images/sec
-    assert cluster["updates_per_sec"] == pytest.approx(30 / cluster["window_s"], rel=1e-6)
+    assert cluster["updates_per_sec"] == pytest.approx(updates / cluster["window_s"], rel=1e-6)
     for index in (0, 1):
         worker = tasks[f"worker_{index}"]
         assert len(worker["staleness_per_update"]) == worker["num_measured_steps"]
@@ -37,10 +40,11 @@ def test_async_updates_are_stale_and_logged_per_update(logdir):
 
 
 @pytest.mark.slow
-def test_sync_updates_are_never_stale(logdir):
-    out, run = run_tiny(logdir, "stale_sync", "--strategy=parameter_server", "--num_workers=2", "--ps_sync",
-                        "--num_steps=5")
-    stats = task_records(run)["chief_0"]["staleness"]
-    assert stats["all"] == {"updates": 10, "max": 0, "mean": 0.0, "histogram": {"0": 10}}
+def test_sync_updates_are_never_stale(clusters):
+    launched = clusters["ps_sync"]
+    out, steps = launched.out, launched.steps
+    stats = task_records(launched.run)["chief_0"]["staleness"]
+    assert stats["all"] == {"updates": 2 * steps, "max": 0, "mean": 0.0, "histogram": {"0": 2 * steps}}
     assert "staleness (updates the ps applied" in out and "max 0" in out
-    assert "updates: 5 parameter-server updates applied in the same measured window = 5 / " in out  # one per step
+    # one update per step
+    assert f"updates: {steps} parameter-server updates applied in the same measured window = {steps} / " in out

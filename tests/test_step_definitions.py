@@ -1,10 +1,10 @@
 """The numbers mean the same thing in every row: synchronous parameter servers aggregate and
 apply on the ps (no |w| round trip through a worker, measured in bytes per global step over the
 measured window), placement is pinned inside the traced step and evidenced at runtime for every
-task, parameter-server workers included."""
+task, parameter-server workers included. The runs are the shared scenarios of tests/clusters.py."""
 import pytest
 
-from tfrun import cluster_record, run_tiny, task_records
+from tfrun import cluster_record, task_records
 
 pytestmark = pytest.mark.slow
 
@@ -12,9 +12,10 @@ CLASSES = 100_000  # the tiny model's dense layer then holds |w| = (8 + 1) x 100
 W_BYTES = 9 * CLASSES * 4
 
 
-def test_sync_ps_moves_each_gradient_once_and_updates_on_the_ps(logdir):
-    _, run = run_tiny(logdir, "ps_bytes", "--strategy=parameter_server", "--num_workers=2", "--ps_sync",
-                      f"--num_classes={CLASSES}", "--num_steps=10", "--monitor_interval=0.2")
+def test_sync_ps_moves_each_gradient_once_and_updates_on_the_ps(clusters):
+    launched = clusters["ps_sync"]
+    run, steps = launched.run, launched.steps
+    assert launched.config["num_classes"] == CLASSES and launched.config["num_workers"] == 2
     resources = cluster_record(run)["resources"]
     assert "measured window" in resources["scope"] and "whole_process" in resources
     tasks = resources["tasks"]
@@ -28,12 +29,11 @@ def test_sync_ps_moves_each_gradient_once_and_updates_on_the_ps(logdir):
     chief = task_records(run)["chief_0"]
     # the update's ops ran on the ps, by the coordinator's own placer log
     assert chief["placement"]["op_devices"].get("ps:0/CPU:0", 0) > 0
-    assert chief["skipped_closures"] == 0 or chief["closures_per_worker"] == {"0": 3, "1": 3}
+    assert chief["skipped_closures"] == 0 or chief["closures_per_worker"] == {"0": steps, "1": steps}
 
 
-def test_ps_workers_record_where_their_ops_ran(logdir):
-    _, run = run_tiny(logdir, "ps_placed", "--strategy=parameter_server", "--num_workers=2")
-    tasks = task_records(run)
+def test_ps_workers_record_where_their_ops_ran(clusters):
+    tasks = task_records(clusters["ps_async"].run)
     for index in (0, 1):
         placed = tasks[f"worker_{index}"]["placement"]
         assert placed["op_devices_source"].startswith("placer log")
@@ -43,10 +43,10 @@ def test_ps_workers_record_where_their_ops_ran(logdir):
         assert not any(d.startswith(f"worker:{1 - index}") for d in ran)
 
 
-@pytest.mark.parametrize("strategy", ["default", "horovod"])
-def test_hard_placement_pins_every_op_of_the_traced_step(logdir, strategy):
-    flags = ["--placement=hard", f"--strategy={strategy}"] + (["--num_workers=2"] if strategy == "horovod" else [])
-    _, run = run_tiny(logdir, f"hard_{strategy}", *flags)
+@pytest.mark.parametrize("scenario", ["hard_default", "horovod_fp16_hard"])
+def test_hard_placement_pins_every_op_of_the_traced_step(clusters, scenario):
+    run = clusters[scenario].run
+    assert clusters[scenario].config["placement"] == "hard"
     placed = task_records(run)["worker_0"]["placement"]
     requested = placed["requested_op_devices"]
     assert requested and "unplaced" not in requested, requested  # TF2 drops outer scopes when tracing
@@ -54,13 +54,11 @@ def test_hard_placement_pins_every_op_of_the_traced_step(logdir, strategy):
     assert placed["hard_and_soft_can_differ"] is False and "cannot differ" in placed["note"]
 
 
-@pytest.mark.parametrize("sync", [False, True])
-def test_hard_placement_runs_parameter_server_steps_on_the_dispatched_worker(logdir, sync):
+@pytest.mark.parametrize("scenario", ["ps_async_straggler_hard", "ps_sync_straggler_hard"])
+def test_hard_placement_runs_parameter_server_steps_on_the_dispatched_worker(clusters, scenario):
     """The strategy's partial replica device used to make hard placement fail at the first
     closure; now every op of each worker's step ran on that worker or on the ps."""
-    flags = ["--strategy=parameter_server", "--num_workers=2", "--placement=hard"] + (["--ps_sync"] if sync else [])
-    _, run = run_tiny(logdir, f"hard_ps_{sync}", *flags)
-    tasks = task_records(run)
+    tasks = task_records(clusters[scenario].run)
     for index in (0, 1):
         placed = tasks[f"worker_{index}"]["placement"]
         assert placed["placement"] == "hard" and placed["op_devices_source"].startswith("placer log")
@@ -69,11 +67,11 @@ def test_hard_placement_runs_parameter_server_steps_on_the_dispatched_worker(log
         assert set(ran) <= {f"worker:{index}/CPU:0", "ps:0/CPU:0"}, ran
 
 
-@pytest.mark.parametrize("mode", ["forward", "train"])
-def test_forward_steps_never_communicate_between_workers(logdir, mode):
+@pytest.mark.parametrize("mode,scenario", [("forward", "mwms_ring_forward"), ("train", "mwms")])
+def test_forward_steps_never_communicate_between_workers(clusters, mode, scenario):
     """MWMS used to all-reduce the loss in forward mode while Horovod did not."""
-    _, run = run_tiny(logdir, f"mwms_{mode}", "--strategy=multi_worker_mirrored", "--num_workers=2", f"--mode={mode}")
-    for name, record in task_records(run).items():
+    assert clusters[scenario].config["mode"] == mode
+    for name, record in task_records(clusters[scenario].run).items():
         if mode == "forward":
             assert record["step_collective_ops"] == 0, name
         else:  # the gradients' all-reduce is the strategy's own

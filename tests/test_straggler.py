@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from cluster.straggler import Straggler
-from tfrun import cluster_record, run_tiny, task_records
+from tfrun import cluster_record, task_records
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 
@@ -41,9 +41,11 @@ def test_stopping_after_the_process_ended_is_harmless():
 
 
 @pytest.mark.slow
-def test_sync_peers_wait_for_a_straggler(logdir):
-    _, run = run_tiny(logdir, "straggler", "--strategy=parameter_server", "--num_workers=2", "--ps_sync",
-                      "--image_size=64", "--batch_size=32", "--num_steps=8", "--straggler=worker_1:4")
+def test_sync_peers_wait_for_a_straggler(clusters):
+    """The shared run `ps_sync_straggler_hard` of tests/clusters.py (its hard placement is for
+    test_step_definitions)."""
+    run = clusters["ps_sync_straggler_hard"].run
+    assert clusters["ps_sync_straggler_hard"].config["straggler"] == "worker_1:4"
     tasks = task_records(run)
     slow, fast = tasks["worker_1"], tasks["worker_0"]
     assert slow["stats"]["mean_s"] > 2 * fast["stats"]["mean_s"], (slow["stats"], fast["stats"])

@@ -1,55 +1,52 @@
 """Every strategy through the local launcher on the tiny model: the right tasks report, the
-cluster record adds up, placement is recorded, and parameter servers do the updates they should."""
+cluster record adds up, placement is recorded, and parameter servers do the updates they should.
+The runs are the shared scenarios of tests/clusters.py; the step counts come from each run's config."""
 import os
 
 import pytest
 
 from tfbench.tensorboard import timeline
-from tfrun import cluster_record, run_tiny, scalars, task_records
+from tfrun import cluster_record, scalars, task_records
 
 pytestmark = pytest.mark.slow
 
-WARMUP, STEPS, BATCH = 2, 3, 4
+BATCH = 4
 
 CASES = {
-    # name: (flags, measuring tasks, replicas)
-    "mirrored": (["--strategy=mirrored", "--num_local_devices=2"], ["worker_0"], 2),
-    "mwms": (["--strategy=multi_worker_mirrored", "--num_workers=2"], ["worker_0", "worker_1"], 2),
-    "mwms_ring_forward": (["--strategy=multi_worker_mirrored", "--num_workers=2", "--all_reduce=ring",
-                           "--mode=forward"], ["worker_0", "worker_1"], 2),
-    "ps_async_collocated": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=1",
-                             "--ps_placement=collocated"], ["worker_0", "worker_1"], 2),
-    "ps_sync_separate": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=1", "--ps_sync",
-                          "--ps_placement=separate"], ["worker_0", "worker_1"], 2),
-    "ps_two_ps_forward": (["--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
-                           "--mode=forward"], ["worker_0", "worker_1"], 2),
-    "horovod": (["--strategy=horovod", "--num_workers=2", "--horovod_compression=fp16"],
-                ["worker_0", "worker_1"], 2),
+    # name: (scenario of tests/clusters.py, measuring tasks, replicas)
+    "mirrored": ("mirrored", ["worker_0"], 2),
+    "mwms": ("mwms", ["worker_0", "worker_1"], 2),
+    "mwms_ring_forward": ("mwms_ring_forward", ["worker_0", "worker_1"], 2),
+    "ps_async_two_ps_separate": ("ps_async", ["worker_0", "worker_1"], 2),
+    "ps_sync_separate": ("ps_sync", ["worker_0", "worker_1"], 2),
+    "ps_two_ps_forward": ("ps_two_ps_forward", ["worker_0", "worker_1"], 2),
+    "horovod": ("horovod_fp16_hard", ["worker_0", "worker_1"], 2),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_strategy_runs_through_the_launcher(logdir, case):
-    flags, measuring, replicas = CASES[case]
-    out, run = run_tiny(logdir, case, *flags)
+def test_strategy_runs_through_the_launcher(clusters, case):
+    scenario, measuring, replicas = CASES[case]
+    launched = clusters[scenario]
+    out, run, config, steps = launched.out, launched.run, launched.config, launched.steps
     tasks = task_records(run)
     counted = sorted(n for n, r in tasks.items() if r.get("counts_toward_cluster", True))
     assert counted == measuring
     # asynchronous ps: a step goes to whichever worker is free, so only the total is fixed
-    fixed_per_worker = not ("--strategy=parameter_server" in flags and "--ps_sync" not in flags)
+    fixed_per_worker = not (config["strategy"] == "parameter_server" and not config["ps_sync"])
     measured = [tasks[name]["num_measured_steps"] for name in measuring]
-    assert sum(measured) == STEPS * len(measuring)
+    assert sum(measured) == steps * len(measuring)
     for name in measuring:
         r = tasks[name]
         assert len(r["step_times_s"]) == r["num_measured_steps"]
         if fixed_per_worker:
-            assert r["num_measured_steps"] == STEPS
+            assert r["num_measured_steps"] == steps
         assert r["replicas"] == replicas and r["batch_size"] == BATCH
         assert r["global_batch_size"] == BATCH * replicas
         assert r["images_per_sec"] > 0
     cluster = cluster_record(run)
     assert cluster["status"] == "ok"
-    assert cluster["images"] == BATCH * replicas * STEPS
+    assert cluster["images"] == BATCH * replicas * steps
     assert cluster["num_workers"] == len(measuring)
 
     placed = [r["placement"] for r in tasks.values() if r.get("placement")]
@@ -59,44 +56,45 @@ def test_strategy_runs_through_the_launcher(logdir, case):
     assert "cluster" in out
 
 
-def test_async_ps_does_workers_times_steps_updates(logdir):
-    _, run = run_tiny(logdir, "ps_async", "--strategy=parameter_server", "--num_workers=2", "--num_ps=2",
-                      "--ps_placement=separate")
-    tasks = task_records(run)
+def test_async_ps_does_workers_times_steps_updates(clusters):
+    launched = clusters["ps_async"]
+    steps, tasks = launched.steps, task_records(launched.run)
     chief = tasks["chief_0"]
     assert chief["counts_toward_cluster"] is False
-    assert chief["updates"] == 2 * STEPS  # the measured window's updates; warm-up is not counted
+    assert chief["updates"] == 2 * steps  # the measured window's updates; warm-up is not counted
     # asynchronous: a closure goes to whichever worker is free, so only the total is fixed
-    assert sum(chief["closures_per_worker"].values()) == 2 * STEPS
+    assert sum(chief["closures_per_worker"].values()) == 2 * steps
     # two ps: the variables are spread over both
     assert set(chief["placement"]["variable_devices"]) == {"ps:0/CPU:0", "ps:1/CPU:0"}
 
 
-def test_sync_ps_does_one_update_per_global_step(logdir):
-    _, run = run_tiny(logdir, "ps_sync", "--strategy=parameter_server", "--num_workers=2", "--ps_sync")
+def test_sync_ps_does_one_update_per_global_step(clusters):
+    launched = clusters["ps_sync"]
+    run, steps = launched.run, launched.steps
     tasks = task_records(run)
     chief = tasks["chief_0"]
-    assert chief["updates"] == STEPS  # measured window only
-    assert chief["closures_per_worker"] == {"0": STEPS, "1": STEPS}
-    assert len(chief["apply_step_s"]) == STEPS
+    assert chief["updates"] == steps  # measured window only
+    assert chief["closures_per_worker"] == {"0": steps, "1": steps}
+    assert len(chief["apply_step_s"]) == steps
     assert chief["update_location"].startswith("ps")
     # the cluster's series is the coordinator's global step: one sample per step, not per worker
     cluster = cluster_record(run)
-    assert cluster["step_times_s"] == chief["step_times_s"] and cluster["stats"]["count"] == STEPS
+    assert cluster["step_times_s"] == chief["step_times_s"] and cluster["stats"]["count"] == steps
     assert "global step" in cluster["step_definition"]
     for name in ("worker_0", "worker_1"):
         worker = tasks[name]
-        assert worker["step_label"] == "gradient push" and len(worker["wait_s"]) == STEPS
+        assert worker["step_label"] == "gradient push" and len(worker["wait_s"]) == steps
         # a worker's record is about the worker, not the coordinator that wrote it
         assert worker["pid"] != chief["pid"] and worker["pid"] > 0
         assert worker["cores"] != chief["cores"] or worker["shares_cores_with"]
 
 
-def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
+def test_two_worker_run_logs_sys_and_perf_per_task(clusters):
     """The monitor's series beside the step times, for every task of a 2-worker run."""
     # synchronous, so that every worker does exactly one closure per step
-    _, run = run_tiny(logdir, "mon", "--strategy=parameter_server", "--num_workers=2", "--num_ps=1",
-                      "--ps_sync", "--monitor_interval=0.25")
+    launched = clusters["ps_sync"]
+    run, steps = launched.run, launched.steps
+    assert launched.config["monitor_interval"] <= 0.25
     tb = os.path.join(run, "tb")
     for task in ("worker_0", "worker_1", "chief_0", "ps_0"):
         events = scalars(os.path.join(tb, task))
@@ -104,7 +102,7 @@ def test_two_worker_run_logs_sys_and_perf_per_task(logdir):
         assert max(e.value for e in events["sys/rss_mb"]) > 100, task
         assert "sys/net_tx_mb_total" in events and "sys/net_rx_mb_total" in events
         if task != "ps_0":
-            assert len(events["perf/step_time_ms"]) == STEPS, task
+            assert len(events["perf/step_time_ms"]) == steps, task
     assert "sys/cpu_percent" in scalars(os.path.join(tb, "workers_mean"))
     # perf/* and sys/* share one step axis: milliseconds since the run began
     origin = timeline.origin(run)

@@ -36,6 +36,7 @@ def test_default_is_one_task_with_all_cores(tmp_path):
     assert plan.tasks[0].intra_threads == 4
 
 
+@pytest.mark.slow  # TensorFlow's TFConfigClusterResolver
 def test_multi_worker_mirrored(tmp_path):
     plan = plan_for(tmp_path, strategy="multi_worker_mirrored", num_workers=3, cores=(0, 1, 2))
     assert [t.name for t in plan.tasks] == ["worker_0", "worker_1", "worker_2"]
@@ -48,6 +49,7 @@ def test_multi_worker_mirrored(tmp_path):
     assert len(set(ports)) == 3 and all(ports)
 
 
+@pytest.mark.slow  # TensorFlow's TFConfigClusterResolver
 @pytest.mark.parametrize("placement", ["collocated", "separate"])
 def test_parameter_server(tmp_path, placement):
     plan = plan_for(tmp_path, strategy="parameter_server", num_workers=2, num_ps=2, ps_placement=placement,

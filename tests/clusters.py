@@ -1,0 +1,122 @@
+"""The TensorFlow runs that several tests read: each is launched once per test session, the
+first time a test asks for it (the `clusters` fixture in conftest.py), and every test that reads
+it asserts on the same records. docs/testing.md lists them with the tests that read each.
+
+A scenario merges runs that used to differ only in flags that matter to one test and not to the
+other (e.g. hard placement and a straggler); the tests read the step counts and flags from the
+run's own config.json, not from constants. A launch that fails, or leaves a process of its run
+behind, fails every test that reads it, with the run's output, and is not launched again."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, Optional, Tuple
+
+import pytest
+
+from conftest import TINY, processes_mentioning, run_cli
+
+PS2 = ("--strategy=parameter_server", "--num_workers=2")
+MWMS2 = ("--strategy=multi_worker_mirrored", "--num_workers=2")
+HOROVOD2 = ("--strategy=horovod", "--num_workers=2")
+STRAGGLER = ("--straggler=worker_1:4",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    flags: Tuple[str, ...]
+    dump_weights: bool = False  # TFBENCH_DUMP_WEIGHTS: initial and final weights, for test_aggregation
+
+
+# name -> the run (after TINY); the comment names the tests that read it.
+SCENARIOS: Dict[str, Scenario] = {
+    # test_end_to_end (records, events, table), test_performance_tf (start-up phases, FLOP/s)
+    "default": Scenario(()),
+    # test_end_to_end: forward mode, and soft GPU placement falling back to the CPU
+    "forward_soft_gpu": Scenario(("--mode=forward", "--device=gpu", "--placement=soft")),
+    # test_step_definitions: hard placement of a one-task run
+    "hard_default": Scenario(("--placement=hard",)),
+    # test_strategies, test_aggregation
+    "mirrored": Scenario(("--strategy=mirrored", "--num_local_devices=2"), dump_weights=True),
+    # test_strategies, test_step_definitions (collective ops of a train step), test_aggregation
+    "mwms": Scenario(MWMS2, dump_weights=True),
+    # test_strategies, test_step_definitions (a forward step never communicates)
+    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward")),
+    # test_strategies (async case; updates with two ps), test_step_definitions (where a ps worker's
+    # ops ran), test_staleness (async updates are stale)
+    "ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_placement=separate", "--num_steps=15")),
+    # test_strategies (sync case; one update per global step; sys and perf series per task),
+    # test_step_definitions (bytes per global step of |w| = 9 x 100000 x 4), test_staleness
+    # (never stale), test_aggregation
+    "ps_sync": Scenario(PS2 + ("--num_ps=1", "--ps_sync", "--ps_placement=separate", "--num_classes=100000",
+                               "--num_steps=10", "--monitor_interval=0.2"), dump_weights=True),
+    # test_strategies: a forward-only parameter-server run, two ps collocated with the workers
+    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward")),
+    # test_strategies (fp16 all-reduce), test_step_definitions (hard placement of a Horovod rank)
+    "horovod_fp16_hard": Scenario(HOROVOD2 + ("--horovod_compression=fp16", "--placement=hard")),
+    # test_aggregation (an fp16 all-reduce would not equal the single-device step)
+    "horovod": Scenario(HOROVOD2, dump_weights=True),
+    # test_bounded_staleness (unbounded: the straggler makes updates clock-stale),
+    # test_step_definitions (hard placement of asynchronous ps steps)
+    "ps_async_straggler_hard": Scenario(PS2 + ("--num_steps=12", "--placement=hard") + STRAGGLER),
+    # test_straggler (synchronous peers wait), test_step_definitions (hard placement of sync ps steps)
+    "ps_sync_straggler_hard": Scenario(PS2 + ("--ps_sync", "--image_size=64", "--batch_size=32", "--num_steps=8",
+                                              "--placement=hard") + STRAGGLER),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Launched:
+    """A finished run: what it printed, its run directory, and its weights file (or None)."""
+    name: str
+    out: str
+    run: str
+    weights: Optional[str]
+
+    @property
+    def config(self) -> dict:
+        with open(os.path.join(self.run, "config.json")) as f:
+            return json.load(f)
+
+    @property
+    def steps(self) -> int:
+        return self.config["num_steps"]
+
+
+class Clusters:
+    """Launches each scenario at most once below `root`; clusters[name] is its Launched."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self._done: Dict[str, object] = {}
+
+    def __getitem__(self, name: str) -> Launched:
+        if name not in self._done:
+            self._done[name] = self._launch(name)
+        done = self._done[name]
+        if isinstance(done, str):
+            pytest.fail(done, pytrace=False)
+        return done
+
+    def _launch(self, name: str):
+        scenario = SCENARIOS[name]
+        logdir = os.path.join(self.root, name)
+        weights = os.path.join(self.root, f"{name}.weights.npz") if scenario.dump_weights else None
+        env = {"TFBENCH_DUMP_WEIGHTS": weights} if weights else None
+        proc = run_cli(*TINY, f"--logdir={logdir}", f"--run_id={name}", "--stall_timeout=120", *scenario.flags,
+                       env=env, timeout=300)
+        run = os.path.join(logdir, name)
+        left = self.kill_leftovers(run)
+        if proc.returncode != 0:
+            return f"scenario {name} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        if left:
+            return f"scenario {name} left processes behind: {left}"
+        return Launched(name, proc.stdout, run, weights)
+
+    def kill_leftovers(self, path: Optional[str] = None):
+        """Pids of live processes that mention `path` (default: every scenario), killed."""
+        left = processes_mentioning(path or self.root)
+        for p in left:
+            p.kill()
+        return [p.pid for p in left]
