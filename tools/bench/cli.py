@@ -23,7 +23,7 @@ from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 from tfbench.measure import peaks
 from tfbench.results import tuned
-from tools.bench import overhead
+from tools.bench import overhead as overhead_lib
 
 flags.DEFINE_integer("scaling_image_size", 112, "Image side of the 2-vs-1-worker runs (ResNet50).")
 flags.DEFINE_list("scaling_strategies", ["multi_worker_mirrored", "horovod"], "Strategies of the 2-vs-1 runs.")
@@ -31,7 +31,7 @@ flags.DEFINE_enum("scaling_knobs", "best", ["best", "default"],
                   "Knobs of the 2-worker runs: best, a saved tuning's (tools/sweeps/tuned.json) where there is one "
                   "for that setting; default: the strategies' defaults.")
 FLAGS = flags.FLAGS
-ROOT = overhead.ROOT
+ROOT = overhead_lib.ROOT
 
 
 def tfbench_run(logdir: str, run_id: str, *extra: str) -> Tuple[Optional[dict], List[dict], str]:
@@ -63,7 +63,7 @@ def overhead(logdir: str) -> Tuple[float, float, List[float], Optional[float]]:
             fractions.append((tasks[0].get("flops") or {}).get("fraction_of_peak"))
 
         def reference():
-            theirs.append(overhead.minimal_rate())
+            theirs.append(overhead_lib.minimal_rate())
 
         for measure in ((reference, mine) if r % 2 == 0 else (mine, reference)):
             measure()
