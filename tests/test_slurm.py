@@ -91,10 +91,17 @@ def test_parameter_server_inside_an_allocation(slurm, logdir, tmp_path):
         f"#SBATCH --output={tmp_path}/ps-%j.out",
         f"cd {ROOT} && {sys.executable} -m tfbench {' '.join(TINY)} --launcher=slurm --strategy=parameter_server "
         f"--num_workers=2 --num_ps=1 --logdir={logdir} --run_id=ps --stall_timeout=120", ""]))
-    proc = subprocess.run(["sbatch", "--wait", str(job)], env=slurm.env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(["sbatch", "--parsable", str(job)], env=slurm.env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip().split(";")[0]
+    end = time.monotonic() + 240  # not sbatch --wait: it polls at growing intervals, up to 10 s apart
+    while slurm.jobs():
+        assert time.monotonic() < end, f"job {job_id} still queued"
+        time.sleep(0.5)
+    show = subprocess.run(["scontrol", "show", "job", job_id], env=slurm.env, capture_output=True, text=True).stdout
     (output,) = tmp_path.glob("ps-*.out")
     out = output.read_text()
-    assert proc.returncode == 0, out[-3000:] + proc.stderr
+    assert "JobState=COMPLETED" in show and "ExitCode=0:0" in show, out[-3000:] + show
     run = os.path.join(logdir, "ps")
     assert not os.path.exists(os.path.join(run, "slurm.sbatch"))  # no job of its own: steps of this one
     tasks = task_records(run)
