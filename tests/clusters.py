@@ -35,26 +35,32 @@ SCENARIOS: Dict[str, Scenario] = {
     "default": Scenario(()),
     # test_end_to_end: forward mode, and soft GPU placement falling back to the CPU
     "forward_soft_gpu": Scenario(("--mode=forward", "--device=gpu", "--placement=soft")),
-    # test_step_definitions: hard placement of a one-task run
-    "hard_default": Scenario(("--placement=hard",)),
+    # test_step_definitions: hard placement of a one-task run; test_profile (a one-task profile)
+    "hard_default": Scenario(("--placement=hard", "--profile")),
     # test_strategies, test_aggregation
     "mirrored": Scenario(("--strategy=mirrored", "--num_local_devices=2"), dump_weights=True),
     # test_strategies, test_step_definitions (collective ops of a train step), test_aggregation
-    "mwms": Scenario(MWMS2, dump_weights=True),
-    # test_strategies, test_step_definitions (a forward step never communicates)
-    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward")),
+    # (packs change no sum), test_knobs (the packs and the timeout reach the live strategy)
+    "mwms": Scenario(MWMS2 + ("--mwms_bytes_per_pack=1048576", "--mwms_timeout=300"), dump_weights=True),
+    # test_strategies, test_step_definitions (a forward step never communicates), test_profile
+    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward", "--profile")),
     # test_strategies (async case; updates with two ps), test_step_definitions (where a ps worker's
-    # ops ran), test_staleness (async updates are stale)
-    "ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_placement=separate", "--num_steps=15")),
+    # ops ran), test_staleness (async updates are stale), test_knobs (whole variables placed by
+    # the greedy placer, as the performance model places them)
+    "ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_placement=separate", "--num_steps=15", "--ps_placer=greedy",
+                                "--ps_partitioner=none")),
     # test_strategies (sync case; one update per global step; sys and perf series per task),
     # test_step_definitions (bytes per global step of |w| = 9 x 100000 x 4), test_staleness
     # (never stale), test_aggregation
     "ps_sync": Scenario(PS2 + ("--num_ps=1", "--ps_sync", "--ps_placement=separate", "--num_classes=100000",
                                "--num_steps=10", "--monitor_interval=0.2"), dump_weights=True),
-    # test_strategies: a forward-only parameter-server run, two ps collocated with the workers
-    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward")),
-    # test_strategies (fp16 all-reduce), test_step_definitions (hard placement of a Horovod rank)
-    "horovod_fp16_hard": Scenario(HOROVOD2 + ("--horovod_compression=fp16", "--placement=hard")),
+    # test_strategies: a forward-only parameter-server run, two ps collocated with the workers;
+    # test_knobs (the fixed partitioner splits every variable over both), test_profile (the coordinator's)
+    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward", "--ps_partitioner=fixed", "--profile")),
+    # test_strategies (fp16 all-reduce), test_step_definitions (hard placement of a Horovod rank),
+    # test_knobs (fusion threshold, cycle time and compression reach Horovod's environment)
+    "horovod_fp16_hard": Scenario(HOROVOD2 + ("--horovod_compression=fp16", "--placement=hard",
+                                              "--horovod_fusion_threshold_mb=4", "--horovod_cycle_time_ms=2.5")),
     # test_aggregation (an fp16 all-reduce would not equal the single-device step)
     "horovod": Scenario(HOROVOD2, dump_weights=True),
     # test_bounded_staleness (unbounded: the straggler makes updates clock-stale),

@@ -10,7 +10,7 @@ from tfbench.config import RunConfig, knobs
 from tfbench.config.errors import ConfigError
 from tfbench.measure import comm
 from tfbench.results import tuned
-from tfrun import cluster_record, run_tiny, task_records
+from tfrun import cluster_record, task_records
 from tools.sweep import grid as grid_lib
 
 MIB = 1 << 20
@@ -107,54 +107,60 @@ def test_saved_tunings_feed_sweep_points_tuned_only_where_they_differ(tmp_path, 
 
 
 @pytest.mark.slow
-def test_mwms_bytes_per_pack_reaches_the_live_strategy(logdir):
-    _, run = run_tiny(logdir, "packed", "--strategy=multi_worker_mirrored", "--num_workers=2",
-                      f"--mwms_bytes_per_pack={MIB}", "--mwms_timeout=300")
-    for name, record in task_records(run).items():
-        assert record["communication_options"]["bytes_per_pack"] == MIB, name
-        assert record["communication_options"]["timeout_seconds"] == 300
-    cluster = cluster_record(run)
+def test_mwms_bytes_per_pack_reaches_the_live_strategy(clusters):
+    launched = clusters["mwms"]
+    packs, timeout = launched.config["mwms_bytes_per_pack"], launched.config["mwms_timeout"]
+    assert packs > 0 and timeout > 0
+    for name, record in task_records(launched.run).items():
+        assert record["communication_options"]["bytes_per_pack"] == packs, name
+        assert record["communication_options"]["timeout_seconds"] == timeout
+    cluster = cluster_record(launched.run)
     assert cluster["communication"]["messages_per_step"] >= 1
     assert cluster["communication"]["busbw_gbit_s"] > 0
 
 
 @pytest.mark.slow
-def test_horovod_knobs_reach_horovods_environment(logdir):
-    out, run = run_tiny(logdir, "fused", "--strategy=horovod", "--num_workers=2", "--horovod_fusion_threshold_mb=4",
-                        "--horovod_cycle_time_ms=2.5", "--horovod_compression=fp16")
-    for name, record in task_records(run).items():
+def test_horovod_knobs_reach_horovods_environment(clusters):
+    launched = clusters["horovod_fp16_hard"]
+    config = launched.config
+    fusion_mb, cycle_ms = config["horovod_fusion_threshold_mb"], config["horovod_cycle_time_ms"]
+    assert fusion_mb > 0 and cycle_ms > 0 and config["horovod_compression"] == "fp16"
+    for name, record in task_records(launched.run).items():
         env = record["horovod_environment"]  # read back from the rank's environment after hvd.init()
-        assert env["HOROVOD_FUSION_THRESHOLD"] == str(4 * MIB) and env["HOROVOD_CYCLE_TIME"] == "2.5", name
+        assert env["HOROVOD_FUSION_THRESHOLD"] == str(fusion_mb * MIB) and env["HOROVOD_CYCLE_TIME"] == str(cycle_ms)
         assert record["horovod_compressor"] == "FP16Compressor"
-    assert "knobs: horovod_fusion_threshold_mb=4 horovod_cycle_time_ms=2.5 horovod_compression=fp16" in out
+    assert f"knobs: horovod_fusion_threshold_mb={fusion_mb} horovod_cycle_time_ms={cycle_ms:g} " \
+           "horovod_compression=fp16" in launched.out
 
 
-@pytest.mark.slow
-def test_greedy_placer_balances_the_ps_as_the_model_places_them(logdir):
-    _, run = run_tiny(logdir, "greedy", "--strategy=parameter_server", "--num_workers=1", "--num_ps=3",
-                      "--ps_placer=greedy", "--ps_partitioner=none")
-    shards = task_records(run)["chief_0"]["ps_shards"]
+def expected_shards(config: dict):
+    """Bytes per ps as the performance model places the run's model (tfbench.perfmodel.shards)."""
     from tfbench.measure.variables import count_variables
     from tfbench.perfmodel import shards as shards_model
 
-    expected = shards_model.place(shards_model.from_records(count_variables("tiny", 16, 10)), 3, "none",
-                                  placer="greedy")
-    assert [shards[f"ps:{i}/CPU:0"]["bytes"] for i in range(3)] == list(expected.shard_bytes)
+    variables = shards_model.from_records(count_variables(config["model"], config["image_size"], config["num_classes"]))
+    return shards_model.place(variables, config["num_ps"], config["ps_partitioner"], placer=config["ps_placer"])
 
 
 @pytest.mark.slow
-def test_fixed_partitioner_splits_every_variable_over_the_ps(logdir):
-    _, run = run_tiny(logdir, "parted", "--strategy=parameter_server", "--num_workers=1", "--num_ps=2",
-                      "--ps_partitioner=fixed")
-    chief = task_records(run)["chief_0"]
-    shards = chief["ps_shards"]  # from the live variables' devices
+def test_greedy_placer_balances_the_ps_as_the_model_places_them(clusters):
+    launched = clusters["ps_async"]
+    config = launched.config
+    assert config["ps_placer"] == "greedy" and config["ps_partitioner"] == "none" and config["num_ps"] >= 2
+    shards = task_records(launched.run)["chief_0"]["ps_shards"]
+    expected = expected_shards(config)
+    assert [shards[f"ps:{i}/CPU:0"]["bytes"] for i in range(config["num_ps"])] == list(expected.shard_bytes)
+
+
+@pytest.mark.slow
+def test_fixed_partitioner_splits_every_variable_over_the_ps(clusters):
+    launched = clusters["ps_two_ps_forward"]
+    config = launched.config
+    assert config["ps_partitioner"] == "fixed" and config["num_ps"] == 2
+    shards = task_records(launched.run)["chief_0"]["ps_shards"]  # from the live variables' devices
     assert sorted(shards) == ["ps:0/CPU:0", "ps:1/CPU:0"]
     assert shards["ps:0/CPU:0"]["shards"] == shards["ps:1/CPU:0"]["shards"]  # every variable in two
-    from tfbench.measure.variables import count_variables
-    from tfbench.perfmodel import shards as shards_model
-
-    expected = shards_model.place(shards_model.from_records(count_variables("tiny", 16, 10)), 2, "fixed")
-    assert [shards[f"ps:{i}/CPU:0"]["bytes"] for i in range(2)] == list(expected.shard_bytes)
+    assert [shards[f"ps:{i}/CPU:0"]["bytes"] for i in range(2)] == list(expected_shards(config).shard_bytes)
 
 
 @pytest.mark.slow

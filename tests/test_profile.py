@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import TINY, run_cli
+from conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +30,16 @@ def step_markers(xplane_path: str, name: str = "train") -> list:
     return steps
 
 
-@pytest.mark.parametrize("strategy,task", [("default", "worker_0"), ("parameter_server", "chief_0"),
-                                           ("multi_worker_mirrored", "worker_1")])
-def test_profile_has_one_step_marker_per_measured_step(logdir, strategy, task):
-    workers = "1" if strategy == "default" else "2"
-    result = run_cli(*TINY, f"--strategy={strategy}", f"--num_workers={workers}", "--profile", f"--logdir={logdir}",
-                     "--run_id=profiled")
-    assert result.returncode == 0, result.stderr[-2000:]
-    traces = glob.glob(os.path.join(logdir, "profiled", "tb", task, "plugins", "profile", "*", "*.xplane.pb"))
+@pytest.mark.parametrize("scenario,task", [("hard_default", "worker_0"), ("ps_two_ps_forward", "chief_0"),
+                                           ("mwms_ring_forward", "worker_1")])
+def test_profile_has_one_step_marker_per_measured_step(clusters, scenario, task):
+    """The default strategy, a parameter-server coordinator and an MWMS worker (shared runs with --profile)."""
+    launched = clusters[scenario]
+    assert launched.config["profile"] is True
+    traces = glob.glob(os.path.join(launched.run, "tb", task, "plugins", "profile", "*", "*.xplane.pb"))
     assert traces, f"no profile written for {task}"
     steps = sorted(s for path in traces for s in step_markers(path))
-    warmup, measured = 2, 3  # TINY: --num_warmup_steps=2 --num_steps=3
+    warmup, measured = launched.config["num_warmup_steps"], launched.config["num_steps"]
     assert steps == list(range(warmup, warmup + measured))
 
 

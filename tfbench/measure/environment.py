@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import platform
 import shutil
@@ -11,7 +10,7 @@ import subprocess
 import sys
 
 from tfbench.framework import distribution
-from tfbench.measure import peaks
+from tfbench.measure import json_cache, peaks
 
 PACKAGES = ("tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
 
@@ -53,30 +52,25 @@ def gpus() -> list:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def horovod_check_build() -> str:
+CHECK_BUILD_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "horovod-check-build.json")
+
+
+def horovod_check_build(refresh: bool = False) -> str:
     """`horovodrun --check-build`: which frameworks, controllers and tensor operations it has.
 
     It imports TensorFlow and took 10-30 s on 2 shared cores before every Horovod run's tasks
-    could start, so its answer is cached per Horovod and TensorFlow version and interpreter."""
+    could start, so its answer is cached per Horovod and TensorFlow version and interpreter; the
+    Horovod install (tools/scripts/build_horovod.sh) runs it with `refresh` and fills the cache."""
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if not os.path.exists(horovodrun):
         return "horovodrun not installed"
     key = f"{sys.executable}|horovod {_version('horovod')}|tf {distribution.tensorflow_version()}"
-    cache = os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "horovod-check-build.json")
-    try:
-        with open(cache, encoding="utf-8") as f:
-            cached = json.load(f).get(key)
-    except (OSError, ValueError):
-        cached = None
+    cached = None if refresh else json_cache.read(CHECK_BUILD_CACHE).get(key)
     if cached:
         return cached
     out = _run_check_build(horovodrun)
     if "Available Frameworks" in out:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({key: out}, f)
-        os.replace(tmp, cache)
+        json_cache.write(CHECK_BUILD_CACHE, key, out)
     return out
 
 

@@ -26,7 +26,6 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import optimize
 
 from tfbench.perfmodel import shards, terms
 
@@ -149,6 +148,8 @@ def _refit(cluster: Cluster, points: Sequence[Point], base: Params, beta: float)
         p = dataclasses.replace(base, beta=beta, phi=float(x[0]), per_message_s=float(x[1]))
         return [math.log(cluster.rate(q, p) / q.images_per_sec) for q in points]
 
+    from scipy import optimize  # here: scipy takes a second to import, refusals need none
+
     result = optimize.least_squares(residuals, [0.2, 1e-6], bounds=([0.0, 0.0], [1.0, MAX_PER_MESSAGE_S]),
                                     x_scale=[0.1, 1e-5])
     fitted = dataclasses.replace(base, beta=beta, phi=float(result.x[0]), per_message_s=float(result.x[1]))
@@ -174,6 +175,8 @@ def fit(cluster: Cluster, points: Sequence[Point], beta: Optional[float] = None,
     first = next(i for i, (r, _) in enumerate(rms) if r <= limit)
     low = rms[first][1]
     if first > 0:
+        from scipy import optimize
+
         low = 10 ** optimize.brentq(lambda x: _refit(cluster, networked, base, 10 ** x)[0] - limit,
                                     math.log10(rms[first - 1][1]), math.log10(low), xtol=1e-4)
     fitted = _refit(cluster, networked, base, low)[1]

@@ -20,7 +20,6 @@ import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import optimize
 
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
@@ -117,6 +116,8 @@ def overhead_and_efficiency(observations: Sequence[Observation], data: dict) -> 
 
         start = [0.0, 1.0] if free_efficiency else [0.0]
         bounds = ([0.0, LOWEST_EFFICIENCY], [np.inf, 1.0]) if free_efficiency else ([0.0], [np.inf])
+        from scipy import optimize  # here: scipy takes a second to import, refusals need none
+
         result = optimize.least_squares(residuals, start, bounds=bounds)
         runs = _runs(group)
         overheads[key] = {"value_s": float(result.x[0]), "from_runs": runs}

@@ -15,7 +15,6 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import integrate, optimize, stats
 
 SEPARATE, COLLOCATED = "separate", "collocated"
 
@@ -128,6 +127,8 @@ def expected_max_std_normal(n: int) -> float:
         raise ValueError(f"N must be >= 1, got {n}")
     if n == 1:
         return 0.0
+    from scipy import integrate, stats  # here: scipy takes a second to import, refusals need none
+
     value, _ = integrate.quad(lambda x: n * x * stats.norm.pdf(x) * stats.norm.cdf(x) ** (n - 1), -12, 12,
                               limit=200)
     return float(value)
@@ -196,6 +197,8 @@ def fit_compute(batches: Sequence[float], step_compute_s: Sequence[float]) -> Tu
     if len(set(b.tolist())) < 2:
         raise ValueError("compute against batch needs runs at two or more batch sizes")
     a = np.column_stack([b, np.ones_like(b)])
+    from scipy import optimize
+
     result = optimize.lsq_linear(a, np.asarray(step_compute_s, dtype=float), bounds=(0, np.inf))
     return float(result.x[0]), float(result.x[1])
 

@@ -9,7 +9,6 @@ import math
 from typing import Optional
 
 import numpy as np
-from scipy.optimize import brentq
 
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel.links import rate_text
@@ -94,5 +93,7 @@ def bandwidth_match(setting: Setting, n: int, tolerance: float = TOLERANCE,
     if first == 0:
         return Match(BOTTOM_BPS, f"within {limit} of ring all-reduce at N={n} already at {rate_text(BOTTOM_BPS)}, "
                                  f"the lowest bandwidth tried")
+    from scipy.optimize import brentq  # here: scipy takes a second to import
+
     root = brentq(excess, grid[first - 1], grid[first], xtol=1e-10)
     return Match(10 ** root, f"from {rate_text(10 ** root)} the ps step is within {limit} of ring all-reduce at N={n}")

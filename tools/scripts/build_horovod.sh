@@ -45,5 +45,11 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$CACHE_DIR"/horovod-"$HVD_VERSION"-*.whl | head -n 1)
 fi
 "$PY" -m pip install --quiet "$wheel"
-# TensorFlow's CUDA-stub notice is logged before its log level applies: shown only on failure.
-check=$("$VENV/bin/horovodrun" --check-build 2>&1) || { echo "$check" >&2; exit 1; }
+# `horovodrun --check-build`, through tfbench's cache of its answer, so that the first Horovod
+# run does not import TensorFlow once more to ask it. TensorFlow's CUDA-stub notice is logged
+# before its log level applies: the output is shown only on failure.
+check=$(PYTHONPATH=. "$PY" -c 'import sys
+from tfbench.measure.environment import horovod_check_build
+out = horovod_check_build(refresh=True)
+print(out)
+sys.exit(0 if "Available Frameworks" in out and "[X] TensorFlow" in out else 1)' 2>&1) || { echo "$check" >&2; exit 1; }
