@@ -25,6 +25,7 @@ from scipy import optimize
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction
+from tfbench.perfmodel import sync_step
 from tfbench.perfmodel.observations import Observation
 
 MIN_RUNS_FOR_EFFICIENCY = 3
@@ -92,7 +93,8 @@ def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
         strategy=o.strategy, w_bytes=o.w_bytes, compute_s=share * compute["ms_per_image"] * o.batch_size / 1e3,
         batch_size=o.batch_size, link=eq.Link(link["alpha_s"], link["beta_bps"] / 8).with_beta_share(efficiency),
         num_ps=max(1, o.num_ps), ps_placement=o.ps_placement if o.strategy == "parameter_server" else eq.SEPARATE,
-        ps_sync=o.ps_sync, ps_apply_s=apply, overhead_s=overhead_s)
+        ps_sync=o.ps_sync, ps_apply_s=apply, overhead_s=overhead_s,
+        extra=sync_step.Extra(shard_bytes=o.shard_bytes or None, shard_variables=o.shard_variables or None))
 
 
 def predicted_step_s(o: Observation, data: dict, **override) -> Optional[float]:
@@ -148,11 +150,13 @@ def bytes_checks(observations: Sequence[Observation]) -> List[dict]:
     return checks
 
 
-def fit(observations: Sequence[Observation]) -> dict:
-    """A validated parameters document (tfbench.perfmodel.params) from the observations."""
+def fit(observations: Sequence[Observation], compute_from: Optional[Sequence[Observation]] = None) -> dict:
+    """A validated parameters document (tfbench.perfmodel.params) from the observations; compute
+    per image and the links from `compute_from` when given (one strategy's overhead and share
+    fitted on its own runs, its compute timed on every strategy's)."""
     data = params_lib.empty()
-    data["compute"] = compute_entries(observations)
-    data["links"] = link_entries(observations)
+    data["compute"] = compute_entries(observations if compute_from is None else compute_from)
+    data["links"] = link_entries(observations if compute_from is None else compute_from)
     data["ps_apply_s"] = ps_apply_entries(observations)
     data["overhead_s"], data["link_efficiency"] = overhead_and_efficiency(observations, data)
     data["bytes_per_step"] = bytes_checks(observations)
