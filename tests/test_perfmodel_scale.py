@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run_cli
 from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import prediction
 from tfbench.perfmodel import scale as scale_lib
 from tfbench.perfmodel import sync_step
@@ -107,7 +108,7 @@ def synthetic(family, n):
         strategy="parameter_server" if ps else family, w_bytes=W, compute_s=MS_PER_IMAGE * BATCH / 1e3,
         batch_size=BATCH, link=eq.Link(ALPHA_S, share * BETA_BPS / 8), num_ps=k,
         ps_placement=family if ps else "separate", ps_sync=ps, ps_apply_s=0.003 if ps else 0.0, overhead_s=overhead,
-        extra=sync_step.Extra(shard_bytes=sizes or None, shard_variables=counts or None))
+        extra=sync_step.Extra(shard_bytes=sizes or None, shard_variables=counts or None, chi=fit_lib.DUPLEX_CHI))
     p = prediction.point(truth, n)
     config = {"strategy": truth.strategy, "num_workers": n, "ps_placement": truth.ps_placement, "ps_sync": ps,
               "batch_size": BATCH, "model": "lenet", "mode": "train", "precision": "fp32", "image_size": 16,
