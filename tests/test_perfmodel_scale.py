@@ -81,6 +81,12 @@ def test_the_report_prints_each_strategys_trend_and_the_median():
     assert summary[1] == "goals: median <= 10% met, max <= 20% met, drift <= 10 points met (largest 4.0 points)"
 
 
+def test_memory_is_the_machines_peak_and_the_largest_runs_task_sum():
+    line = scale.memory_line([("a", 3, 1536.0, 2048.0), ("b", 33, 20480.0, 9216.0), ("c", 18, 11264.0, 5120.0)])
+    assert line.startswith("memory: the machine had at most 9.0 GiB in use during a run; the largest run, b (33 tasks), "
+                           "20.0 GiB summed")
+
+
 # ---- a fit on N <= 4 of runs made by the model itself ---------------------------------------------
 
 W, MS_PER_IMAGE, BATCH, ALPHA_S, BETA_BPS = 154_280.0, 1.5, 8, 4e-4, 4.8e6

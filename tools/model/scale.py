@@ -75,16 +75,27 @@ def rows(observations: Sequence[Observation], fit_up_to: int) -> List[scale_lib.
     return out
 
 
-def memory_mb(paths: Sequence[str]) -> List[Tuple[str, int, float]]:
-    """[(run id, tasks, sum of the tasks' peak resident MiB)] of every run with a monitor record."""
+def memory_mb(paths: Sequence[str]) -> List[Tuple[str, int, float, float]]:
+    """[(run id, tasks, sum of the tasks' peak resident MiB, the machine's peak MiB in use)] of
+    every run with a monitor record. The sum counts pages the tasks share once per task (an upper
+    bound); the machine's figure is what was in use, other users' processes included."""
     found = []
     for path in paths:
         for run in find_runs(path):
-            tasks = ((run.cluster or {}).get("resources") or {}).get("tasks") or {}
-            peaks = [t.get("rss_mb_peak") for t in tasks.values() if t.get("rss_mb_peak")]
+            resources = (run.cluster or {}).get("resources") or {}
+            peaks = [t.get("rss_mb_peak") for t in (resources.get("tasks") or {}).values() if t.get("rss_mb_peak")]
             if peaks:
-                found.append((run.run_id, len(peaks), float(sum(peaks))))
+                host = float((resources.get("host") or {}).get("mem_used_mb_peak") or 0.0)
+                found.append((run.run_id, len(peaks), float(sum(peaks)), host))
     return found
+
+
+def memory_line(memory: Sequence[Tuple[str, int, float, float]]) -> str:
+    run_id, tasks, summed, _ = max(memory, key=lambda m: (m[1], m[2]))
+    host = max(m[3] for m in memory)
+    return (f"memory: the machine had at most {host / 1024:.1f} GiB in use during a run; the largest run, {run_id} "
+            f"({tasks} tasks), {summed / 1024:.1f} GiB summed over its tasks' peak resident memory (shared pages "
+            "counted in every task)")
 
 
 def table(found: Sequence[scale_lib.Row], fmt: str = "table") -> str:
@@ -97,7 +108,7 @@ def table(found: Sequence[scale_lib.Row], fmt: str = "table") -> str:
 def trend_lines(found: Sequence[scale_lib.Row]) -> List[str]:
     lines = []
     for t in scale_lib.trends(found):
-        per_n = ", ".join(f"N={n} {scale_lib.points(e)}" for n, e in t.errors.items())
+        per_n = ", ".join(f"N={n} {scale_lib.points(e)}" for n, e in t.errors.items()) or "n/a"
         slope = "n/a" if t.per_doubling is None else f"{t.per_doubling * 100:+.1f} points"
         drift = ("n/a" if t.drift is None else f"{t.drift * 100:+.1f} points from N={t.from_n} to N={t.to_n}")
         lines.append(f"{t.strategy}: error {per_n}; per doubling of N {slope}; drift {drift}")
@@ -138,8 +149,6 @@ def main(argv) -> int:
         print(f"not used: {run_id}: {why}")
     memory = memory_mb([argv[1]])
     if memory:
-        run_id, tasks, mb = max(memory, key=lambda m: m[2])
-        print(f"memory: at most {mb / 1024:.1f} GiB, the sum of the peak resident memory of {run_id}'s {tasks} "
-              "tasks (the largest of the sweep's runs)")
+        print(memory_line(memory))
     print("\n".join(summary_lines(result, FLAGS.fit_up_to)))
     return 0
