@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
 HVD_STAMP := $(VENV)/.horovod
 
-.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model latency horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -86,6 +86,19 @@ model: setup
 	d=sweeps/model-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/model.yaml --sweep_dir=$$d --report=false; \
 	$(PY) -m tools.model report $$d
+
+# The performance model at 8-16 workers: PS (one ps on its own host; k = N shards collocated), MWMS
+# and Horovod on emulated hosts, LeNet 16 px on 5 Mbit/s links, 1-16 workers; fits on N <= 4 and
+# prints per strategy the error at 8, 12, 16 and its trend per doubling of N, then
+# `median abs error = X%` (docs/performance-model.md). Not part of make test.
+model-scale: setup
+	d=sweeps/model-scale-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --sweep_dir=$$d/shared --report=false; \
+	for n in 1 2 4 8 12 16; do \
+		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --strategy=parameter_server \
+			--ps_placement=collocated --num_workers=$$n --num_ps=$$n --sweep_dir=$$d/ps-k$$n --report=false; \
+	done; \
+	$(PY) -m tools.model scale $$d
 
 # Worker idleness and images/sec against link latency (0-200 ms, the user-space delay line):
 # asynchronous parameter servers at 1 and 2 ps for 2 workers and batch 32 and 256, and a

@@ -9,6 +9,7 @@ from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction
+from tfbench.perfmodel import sync_step
 from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel.observations import from_run
 
@@ -25,7 +26,8 @@ def true_setting(strategy, link, sync=True):
     t = TRUE[key]
     return prediction.Setting(strategy=strategy, w_bytes=W, compute_s=MS_PER_IMAGE * BATCH / 1e3, batch_size=BATCH,
                               link=eq.Link(ALPHA_S[link], t["share"] * BETA_BPS[link] / 8), num_ps=1,
-                              ps_placement="separate", ps_sync=sync, ps_apply_s=t["apply"], overhead_s=t["overhead"])
+                              ps_placement="separate", ps_sync=sync, ps_apply_s=t["apply"], overhead_s=t["overhead"],
+                              extra=sync_step.Extra(chi=fit_lib.DUPLEX_CHI))
 
 
 def record(strategy, n, link, run_id):

@@ -8,6 +8,9 @@
   with its backward pass) to that of a cluster;
 - each link (by --link_bandwidth): the median alpha and beta its runs' link probes measured;
 - the ps apply of synchronous parameter servers: the median apply part;
+- a synchronous ps link's two directions: full duplex, other workers' pulls and pushes
+  interleaving (chi = 0 of tfbench.perfmodel.terms.duplex_s); several ps: the busiest shard as
+  the run placed its variables (the observation's shard bytes), else |w|/k;
 - per strategy, a fixed overhead per step and the share of the measured beta the strategy's
   protocol gets (gRPC, Gloo): both at once by scipy.optimize.least_squares on the runs' relative
   step-time errors, everything else held at the values above; with fewer than three runs, or
@@ -24,9 +27,14 @@ import numpy as np
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction
+from tfbench.perfmodel import sync_step
 from tfbench.perfmodel.observations import Observation
 
 MIN_RUNS_FOR_EFFICIENCY = 3
+# A synchronous ps link is full duplex: other workers' pulls and pushes interleave on its two
+# directions (terms.duplex_s, chi = 0), as predict assumes by default; sending them one after
+# the other (chi = 1) predicted every held-out ps run of `make model` low, more so with more workers.
+DUPLEX_CHI = 0.0
 LOWEST_EFFICIENCY = 0.05
 
 
@@ -91,7 +99,9 @@ def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
         strategy=o.strategy, w_bytes=o.w_bytes, compute_s=share * compute["ms_per_image"] * o.batch_size / 1e3,
         batch_size=o.batch_size, link=eq.Link(link["alpha_s"], link["beta_bps"] / 8).with_beta_share(efficiency),
         num_ps=max(1, o.num_ps), ps_placement=o.ps_placement if o.strategy == "parameter_server" else eq.SEPARATE,
-        ps_sync=o.ps_sync, ps_apply_s=apply, overhead_s=overhead_s)
+        ps_sync=o.ps_sync, ps_apply_s=apply, overhead_s=overhead_s,
+        extra=sync_step.Extra(shard_bytes=o.shard_bytes or None, shard_variables=o.shard_variables or None,
+                              chi=DUPLEX_CHI))
 
 
 def predicted_step_s(o: Observation, data: dict, **override) -> Optional[float]:
@@ -149,11 +159,13 @@ def bytes_checks(observations: Sequence[Observation]) -> List[dict]:
     return checks
 
 
-def fit(observations: Sequence[Observation]) -> dict:
-    """A validated parameters document (tfbench.perfmodel.params) from the observations."""
+def fit(observations: Sequence[Observation], compute_from: Optional[Sequence[Observation]] = None) -> dict:
+    """A validated parameters document (tfbench.perfmodel.params) from the observations; compute
+    per image and the links from `compute_from` when given (one strategy's overhead and share
+    fitted on its own runs, its compute timed on every strategy's)."""
     data = params_lib.empty()
-    data["compute"] = compute_entries(observations)
-    data["links"] = link_entries(observations)
+    data["compute"] = compute_entries(observations if compute_from is None else compute_from)
+    data["links"] = link_entries(observations if compute_from is None else compute_from)
     data["ps_apply_s"] = ps_apply_entries(observations)
     data["overhead_s"], data["link_efficiency"] = overhead_and_efficiency(observations, data)
     data["bytes_per_step"] = bytes_checks(observations)

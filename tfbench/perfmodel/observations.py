@@ -45,6 +45,8 @@ class Observation:
     bytes_per_step: Dict[str, float]  # most tx bytes per global step on a ps host / a worker host
     core_share_mean: float = 1.0  # workers on a worker's cores (itself included), mean over workers
     core_share_max: float = 1.0  # ... for the most crowded worker
+    shard_bytes: Tuple[float, ...] = ()  # parameter server: trainable bytes per ps as the run placed them
+    shard_variables: Tuple[int, ...] = ()  # ... and variables (parts) per ps; () = |w|/k each
 
     @property
     def key(self) -> str:

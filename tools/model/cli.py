@@ -9,6 +9,8 @@ Verbs:
   published fit the published InceptionV3 tables (Piz Daint, p2.xlarge, p2.8xlarge) on <= 16 GPUs,
             predict 32-128: measured, predicted, error per point and the median error
   cluster   the same from your own measurements (python -m tools.model cluster FILE.csv)
+  scale     fit a sweep's runs with <= 4 workers, predict its 8-16 (`make model-scale`): error per N
+            and strategy, its trend per doubling of N, the median error
 
 `python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
 the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
@@ -22,7 +24,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext
-from tools.model import fit, predict, published, report
+from tools.model import fit, predict, published, report, scale
 
 
 class Verb(NamedTuple):
@@ -41,6 +43,7 @@ VERBS: Dict[str, Verb] = {
                       published.published_main),
     "cluster": Verb(published.__doc__, published.help_groups, published.define_flags,
                     published.cluster_main),
+    "scale": Verb(scale.__doc__, scale.help_groups, scale.define_flags, scale.main),
 }
 
 

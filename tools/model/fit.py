@@ -14,6 +14,7 @@ cannot use (failed, forward-only, no step split) are listed with the reason.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import List, Sequence, Tuple
@@ -22,8 +23,10 @@ from absl import flags
 
 from tfbench.config.errors import ConfigError
 from tfbench.measure import memory
+from tfbench.measure import variables as variables_lib
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
+from tfbench.perfmodel import shards
 from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel.observations import Observation, from_run
 from tools.rundirs.runs import find_runs
@@ -55,11 +58,24 @@ def observations(paths: Sequence[str]) -> Tuple[List[Observation], List[Tuple[st
             counted = memory.counts(config["model"], int(config["image_size"]), int(config["num_classes"]),
                                     config.get("data_format", "NHWC")) if cluster.get("status") == "ok" else {}
             obs, why = from_run(run.run_id, config, cluster, 4.0 * counted.get("params", 0))
+            if obs is not None and obs.strategy == "parameter_server" and obs.num_ps > 1:
+                placed = placement(config, obs.num_ps)
+                obs = dataclasses.replace(obs, shard_bytes=tuple(float(b) for b in placed.shard_bytes),
+                                          shard_variables=placed.shard_variables)
             (found.append(obs) if obs else skipped.append((run.run_id, why)))
     if not found:
         raise ConfigError(f"no run the model can use below {', '.join(paths)}"
                           + (f" ({skipped[0][0]}: {skipped[0][1]})" if skipped else ""))
     return found, skipped
+
+
+def placement(config: dict, num_ps: int) -> shards.Placement:
+    """The run's variables on its k ps as its placer and partitioner put them: a step waits for
+    the busiest shard, not |w|/k (LeNet's dense kernel alone is most of |w|)."""
+    records = variables_lib.variables(config["model"], int(config["image_size"]), int(config["num_classes"]))
+    return shards.place(shards.from_records(records), num_ps, config.get("ps_partitioner", "min_size"),
+                        int(config.get("ps_min_shard_bytes", shards.MIN_SHARD_BYTES)),
+                        config.get("ps_placer", "round_robin"))
 
 
 def _paths(argv: List[str]) -> List[str]:

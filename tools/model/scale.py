@@ -1,0 +1,154 @@
+"""python -m tools.model scale SWEEP_DIR [--fit_up_to=4]: the model at 8-16 workers (`make model-scale`).
+
+Fits the model on the sweep's runs with at most --fit_up_to workers and predicts the larger ones,
+strategy by strategy (a parameter server by its placement and shards: one ps on a host of its
+own, or k = N shards collocated; MWMS; Horovod). Compute per image and the links come from every
+fitted run; each strategy's overhead per step and link share from its own fitted runs; a
+parameter server with several shards is charged its busiest shard as the run placed its variables.
+Prints every run (fitted or held out) with measured and predicted images/sec and the error; per
+strategy the error at each N, its trend (points per doubling of N, least squares over the largest
+fitted N and the held-out ones) and the drift from the largest fitted N to the largest N; then
+`median abs error = X%` and the largest over the held-out runs, the goals (median <= 10%, max <=
+20%, no drift beyond 10 points) and the memory the runs needed (the sum of their tasks' peak
+resident memory, from the runs' monitor records).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Dict, List, Sequence, Tuple
+
+from absl import flags
+
+from tfbench.config.errors import ConfigError
+from tfbench.perfmodel import fit as fit_lib
+from tfbench.perfmodel import params as params_lib
+from tfbench.perfmodel import prediction
+from tfbench.perfmodel import scale as scale_lib
+from tfbench.perfmodel.observations import Observation
+from tools.model import fit
+from tools.rundirs.runs import find_runs
+
+FLAGS = flags.FLAGS
+COLUMNS = ("strategy", "workers", "use", "run_id", "measured_images_per_sec", "predicted_images_per_sec", "error",
+           "bottleneck")
+
+
+def define_flags() -> None:
+    if "fit_up_to" in FLAGS:
+        return
+    flags.DEFINE_integer("fit_up_to", 4, "Fit on the runs with at most this many workers; predict the others.")
+
+
+def help_groups():
+    return [("Scale", ["fit_up_to"])]
+
+
+def label(o: Observation) -> str:
+    """The strategy and what sets its runs apart: a parameter server's sync, placement and shards."""
+    if o.strategy != "parameter_server":
+        return o.strategy
+    k = "k = N" if o.ps_placement == "collocated" and o.num_ps == o.num_workers else f"{max(1, o.num_ps)} ps"
+    return f"parameter_server ({'sync' if o.ps_sync else 'async'}, {o.ps_placement}, {k})"
+
+
+def rows(observations: Sequence[Observation], fit_up_to: int) -> List[scale_lib.Row]:
+    """Every predicted strategy's runs, fitted (N <= fit_up_to) and held out, with the prediction
+    of a fit on that strategy's fitted runs (compute and links from every fitted run)."""
+    if fit_up_to < 1:
+        raise ConfigError(f"--fit_up_to must be 1 or more, got {fit_up_to}")
+    usable = [o for o in observations if o.predicted]
+    training = [o for o in observations if o.num_workers <= fit_up_to]
+    if not any(o.num_workers > fit_up_to for o in usable):
+        raise ConfigError(f"no run has more than --fit_up_to={fit_up_to} workers: nothing to predict")
+    families: Dict[str, List[Observation]] = {}
+    for o in usable:
+        families.setdefault(label(o), []).append(o)
+    out = []
+    for name, group in sorted(families.items()):
+        mine = [o for o in group if o.num_workers <= fit_up_to]
+        data = fit_lib.fit(mine, compute_from=training) if mine else None
+        for o in sorted(group, key=lambda o: (o.num_workers, o.run_id)):
+            s = fit_lib.setting(o, data) if data else None
+            p = prediction.point(s, o.num_workers) if s else None
+            out.append(scale_lib.Row(name, o.num_workers, o.images_per_sec, p.images_per_sec if p else None,
+                                     o.num_workers > fit_up_to, o.run_id, p.bottleneck if p else "no fitted runs"))
+    return out
+
+
+def memory_mb(paths: Sequence[str]) -> List[Tuple[str, int, float, float]]:
+    """[(run id, tasks, sum of the tasks' peak resident MiB, the machine's peak MiB in use)] of
+    every run with a monitor record. The sum counts pages the tasks share once per task (an upper
+    bound); the machine's figure is what was in use, other users' processes included."""
+    found = []
+    for path in paths:
+        for run in find_runs(path):
+            resources = (run.cluster or {}).get("resources") or {}
+            peaks = [t.get("rss_mb_peak") for t in (resources.get("tasks") or {}).values() if t.get("rss_mb_peak")]
+            if peaks:
+                host = float((resources.get("host") or {}).get("mem_used_mb_peak") or 0.0)
+                found.append((run.run_id, len(peaks), float(sum(peaks)), host))
+    return found
+
+
+def memory_line(memory: Sequence[Tuple[str, int, float, float]]) -> str:
+    run_id, tasks, summed, _ = max(memory, key=lambda m: (m[1], m[2]))
+    host = max(m[3] for m in memory)
+    return (f"memory: the machine had at most {host / 1024:.1f} GiB in use during a run; the largest run, {run_id} "
+            f"({tasks} tasks), {summed / 1024:.1f} GiB summed over its tasks' peak resident memory (shared pages "
+            "counted in every task)")
+
+
+def table(found: Sequence[scale_lib.Row], fmt: str = "table") -> str:
+    values = [[r.strategy, str(r.num_workers), "held out" if r.held_out else "fitted", r.run_id, f"{r.measured:.2f}",
+               "-" if r.predicted is None else f"{r.predicted:.2f}", scale_lib.points(r.error), r.bottleneck]
+              for r in found]
+    return fit.text_table(values, COLUMNS, fmt)
+
+
+def trend_lines(found: Sequence[scale_lib.Row]) -> List[str]:
+    lines = []
+    for t in scale_lib.trends(found):
+        per_n = ", ".join(f"N={n} {scale_lib.points(e)}" for n, e in t.errors.items()) or "n/a"
+        slope = "n/a" if t.per_doubling is None else f"{t.per_doubling * 100:+.1f} points"
+        drift = ("n/a" if t.drift is None else f"{t.drift * 100:+.1f} points from N={t.from_n} to N={t.to_n}")
+        lines.append(f"{t.strategy}: error {per_n}; per doubling of N {slope}; drift {drift}")
+    return lines
+
+
+def summary_lines(found: Sequence[scale_lib.Row], fit_up_to: int) -> List[str]:
+    s = scale_lib.summary(found)
+    held = sorted({r.num_workers for r in found if r.held_out})
+    if not s["points"]:
+        return ["median abs error = n/a (no held-out run could be predicted)"]
+    span = f"N = {held[0]}-{held[-1]}" if len(held) > 1 else f"N = {held[0]}"
+    goals = s["goals"]
+    return [f"median abs error = {s['median_abs_error']:.1%}, max abs error = {s['max_abs_error']:.1%} over "
+            f"{s['points']} held-out runs ({span}, fitted on N <= {fit_up_to})"
+            + (f"; {s['unpredicted']} could not be predicted" if s["unpredicted"] else ""),
+            f"goals: median <= {scale_lib.GOAL_MEDIAN:.0%} {'met' if goals['median'] else 'missed'}, "
+            f"max <= {scale_lib.GOAL_MAX:.0%} {'met' if goals['max'] else 'missed'}, drift <= "
+            f"{scale_lib.GOAL_DRIFT * 100:.0f} points {'met' if goals['drift'] else 'missed'}"
+            + ("" if s["max_drift"] is None else f" (largest {s['max_drift'] * 100:.1f} points)")]
+
+
+def main(argv) -> int:
+    try:
+        if len(argv) != 2:
+            raise ConfigError("give one sweep directory: python -m tools.model scale SWEEP_DIR")
+        if FLAGS.fit_up_to < 1:
+            raise ConfigError(f"--fit_up_to must be 1 or more, got {FLAGS.fit_up_to}")
+        found, skipped = fit.observations([argv[1]])
+        result = rows(found, FLAGS.fit_up_to)
+    except (ConfigError, ValueError, params_lib.ParamsError) as e:
+        print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(table(result))
+    print()
+    print("\n".join(trend_lines(result)))
+    for run_id, why in skipped:
+        print(f"not used: {run_id}: {why}")
+    memory = memory_mb([argv[1]])
+    if memory:
+        print(memory_line(memory))
+    print("\n".join(summary_lines(result, FLAGS.fit_up_to)))
+    return 0
