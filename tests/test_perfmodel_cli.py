@@ -187,6 +187,15 @@ def test_predict_never_imports_tensorflow_itself(cached_counts):
     assert "tensorflow" not in imported and "numpy" in imported
 
 
+def test_a_refusal_imports_no_scipy():
+    """scipy takes a second or two to import: the model's modules import it where they fit."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "tools.model", "predict", "--strategy=ring"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert "scipy" not in imported and "tools" in imported
+
+
 def test_predict_table_header_and_rows(cached_counts):
     result = model_cli(*HEADLINE, env=cached_counts)
     assert result.returncode == 0, result.stderr

@@ -20,7 +20,6 @@ import math
 import statistics
 from typing import Dict, List, Optional, Sequence
 
-from scipy import stats
 
 GOAL_MEDIAN, GOAL_MAX, GOAL_DRIFT = 0.10, 0.20, 0.10
 
@@ -67,6 +66,8 @@ def per_doubling(errors: Dict[int, float]) -> Optional[float]:
     if len(errors) < 2:
         return None
     ns = sorted(errors)
+    from scipy import stats  # here: scipy takes a second to import, refusals need none
+
     return float(stats.linregress([math.log2(n) for n in ns], [errors[n] for n in ns]).slope)
 
 
