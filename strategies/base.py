@@ -14,7 +14,7 @@ from typing import Callable, Dict, List
 from strategies import placement
 from tfbench.framework import precision
 from tfbench.loop import benchmark, steps
-from tfbench.loop.benchmark import StepTiming
+from tfbench.loop.step_loop import StepLoop, StepTiming
 from tfbench.measure import startup
 
 
@@ -221,9 +221,10 @@ class SyncAdapter(StrategyAdapter):
         probe = placement.PlacementProbe()
         saver = checkpoints.make(self, self.run_dir)
         first = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
-        hooks = benchmark.StepHooks(profiler, self.evaluation_hook(), saver)
+        loop = StepLoop(self.config, first, reporter, benchmark.StepHooks(profiler, self.evaluation_hook(), saver))
         with self.device_scope():
-            timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe, first_step=first)
+            loop.run(lambda i: step(), first_warmup=probe)
+        timings = loop.timings
         extra = dict(self.summary(), step_computed_wall=self.computed_walls[-len(timings):] if timings else [])
         if saver:
             extra.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=first)
