@@ -13,22 +13,35 @@ cluster's images can be counted from whichever ranks survived (tfbench.measure.e
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import List, Optional
 
 from tfbench.loop.step_loop import Done, StepLoop, StepTiming
 
 
+@dataclasses.dataclass
+class ElasticSteps:
+    """Its records' own part: each measured step's number and ranks, the resets this rank went
+    through, the committed step it started from (None: it never stepped), the commit's mean."""
+
+    step_index: List[int]
+    step_ranks: List[int]
+    elastic_resets: List[dict]
+    joined_at_step: Optional[int]
+    commit_ms_mean: Optional[float]
+
+
+@dataclasses.dataclass
 class ElasticLog:
     """What this rank did: its measured steps, the ranks in each, and every reset it went through."""
 
-    def __init__(self):
-        self.timings: List[StepTiming] = []
-        self.indices: List[int] = []
-        self.ranks: List[int] = []
-        self.resets: List[dict] = []
-        self.commit_s: List[float] = []
-        self.joined_at: Optional[int] = None  # the committed step this process started from
+    timings: List[StepTiming] = dataclasses.field(default_factory=list)
+    indices: List[int] = dataclasses.field(default_factory=list)
+    ranks: List[int] = dataclasses.field(default_factory=list)
+    resets: List[dict] = dataclasses.field(default_factory=list)
+    commit_s: List[float] = dataclasses.field(default_factory=list)
+    joined_at: Optional[int] = None  # the committed step this process started from
 
     def record(self, done: List[Done]) -> None:
         """The measured steps of the loop, each with the ranks that took part in it."""
@@ -37,10 +50,10 @@ class ElasticLog:
         self.indices = [d.index for d in measured]
         self.ranks = [d.kept for d in measured]
 
-    def summary(self) -> dict:
+    def steps(self) -> ElasticSteps:
         mean = sum(self.commit_s) / len(self.commit_s) if self.commit_s else None
-        return {"step_index": self.indices, "step_ranks": self.ranks, "elastic_resets": self.resets,
-                "joined_at_step": self.joined_at, "commit_ms_mean": mean * 1e3 if mean is not None else None}
+        return ElasticSteps(self.indices, self.ranks, self.resets, self.joined_at,
+                            mean * 1e3 if mean is not None else None)
 
 
 def run_steps(adapter, step, reporter=None, hooks=None) -> ElasticLog:

@@ -22,8 +22,10 @@ import contextlib
 from typing import Dict, List
 
 from strategies import placement, ps_placement
-from strategies.base import Measurement, StrategyAdapter
+from strategies.base import StrategyAdapter
+from strategies.measurement import Measurement
 from strategies.ps_ops import PsLog
+from strategies.ps_records import PsWorker
 from tfbench.loop import benchmark
 from tfbench.loop.step_loop import StepLoop, StepTiming, Timed
 from tfbench.tensorboard.events import EventWriter
@@ -189,7 +191,7 @@ class ParameterServerAdapter(StrategyAdapter):
     def sync(self) -> bool:
         return self.config.ps_sync and self.config.mode == "train"
 
-    def _placement(self, role: str, index: int) -> dict:
+    def placement_report(self, role: str, index: int) -> dict:
         """Where the ops of `role`_`index` ran, from its runtime's placer log; the coordinator's
         record also holds each ps's (the sync update runs there) and the requested devices."""
         name = f"{role}_{index}"
@@ -227,7 +229,7 @@ class ParameterServerAdapter(StrategyAdapter):
         for m in measurements:
             if m.role != "worker":
                 continue
-            stale = m.extra.get("staleness_per_update") or [None] * len(m.timings)
+            stale = m.part(PsWorker).staleness_per_update or [None] * len(m.timings)
             with EventWriter(run.task_tb(f"worker_{m.index}"), suffix=".perf") as events:
                 for t, value in zip(m.timings, stale):
                     end = t.start_wall + t.duration_s

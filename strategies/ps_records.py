@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from strategies import ps_placement, ps_split, staleness
-from strategies.base import Measurement
+from strategies.measurement import Checkpointing, Measurement, absent, flat
 from strategies.ps_ops import PsLog
 from tfbench.config import knobs
 from tfbench.loop.step_loop import StepLoop, StepTiming
@@ -69,11 +69,70 @@ class PsRun:
         return out
 
 
+@dataclasses.dataclass
+class PsFields:
+    """Every parameter-server record's own part: sync or not, the ps tasks, the bound, the
+    bytes each ps holds, the knobs and (training) the communication plan (tfbench.measure.comm)."""
+
+    ps_sync: bool
+    num_ps: int
+    ps_staleness_bound: int
+    ps_shards: Dict
+    knobs: Dict = flat()
+    comm_plan: Optional[Dict] = absent()
+
+
+@dataclasses.dataclass
+class PsWorker:
+    """A worker's record, written by the coordinator from its closures' own times: idleness;
+    synchronous, its waits for the rest of each global step and where its window ends (its
+    images count once the update is applied); training, the staleness of its updates (in the
+    order of its timings, and summarised) and where an update's time goes."""
+
+    idleness: Optional[float]
+    idleness_definition: str = IDLENESS
+    wait_s: Optional[List[float]] = absent()
+    window_end: Optional[float] = absent()
+    staleness: Optional[Dict] = absent()
+    staleness_per_update: Optional[List[int]] = absent()
+    clock_staleness_per_update: Optional[List[int]] = absent()
+    time_split: Optional[Dict] = absent()
+
+
+@dataclasses.dataclass
+class PsCoordinator:
+    """The coordinator's record: the cluster's step series (not counted toward the cluster's
+    images), the updates of the measured window, each worker's closures, the results lost, the
+    staleness over all workers, each global step's split; synchronous, the update on the ps."""
+
+    updates: int
+    updates_per_sec_of_rounds: Optional[float]
+    closures_per_worker: Dict[str, int]
+    closure_results_lost: int
+    step_split: Dict
+    counts_toward_cluster: bool = False
+    cluster_steps: bool = True
+    # over the coordinator's own rounds; the cluster record's updates_per_sec uses the cluster's
+    # measured window, as images/sec does
+    updates_counted: str = "measured window only"
+    staleness: Optional[Dict] = absent()
+    staleness_definition: Optional[str] = absent()
+    clock_staleness_note: Optional[str] = absent()
+    clock_staleness: Optional[Dict] = absent()
+    clock_staleness_definition: Optional[str] = absent()
+    bound_waits: Optional[int] = absent()
+    late_updates: Optional[int] = absent()
+    apply_step_s: Optional[List[float]] = absent()
+    skipped_closures: Optional[int] = absent()
+    update_location: Optional[str] = absent()
+
+
 def measurements(adapter, run: PsRun) -> List[Measurement]:
     """One Measurement per worker (worker-side times) plus the coordinator's own, which is
     the cluster's step series (one sample per global step, or per round of N updates)."""
+    config, n = adapter.config, adapter.num_workers
     closures, coordinator_steps, log = run.closures, run.rounds, run.log
-    sync, train = run.sync, adapter.config.mode == "train"
+    sync, train = run.sync, config.mode == "train"
     by_worker: Dict[int, List[dict]] = collections.defaultdict(list)
     for c in sorted(closures, key=lambda c: c["start"]):
         by_worker[c["worker"]].append(c)
@@ -83,76 +142,68 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
             c["staleness"] = c["applied"] - 1 - c["read"]
             c["clock_staleness"] = clocks.get(c["applied"])
     stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
-    shards = ps_placement.bytes_per_ps(adapter.model.variables)
-    base = dict(adapter.summary(), ps_sync=sync, num_ps=len(adapter.plan.cluster_spec.get("ps", [])),
-                ps_staleness_bound=adapter.config.ps_staleness_bound, ps_shards=shards,
-                **knobs.knobs_of(adapter.config))
-    if train:
-        base["comm_plan"] = comm.plan_parameter_server(
-            [int(c.shape.num_elements()) * c.dtype.size for v in adapter.model.trainable_variables
-             for c in (getattr(v, "variables", None) or [v])])
-    if adapter.config.checkpoint_every:
-        base.update(checkpoint_every=adapter.config.checkpoint_every, restored_from_step=run.first_step)
+    common = PsFields(sync, len(adapter.plan.cluster_spec.get("ps", [])), config.ps_staleness_bound,
+                      ps_placement.bytes_per_ps(adapter.model.variables), knobs.knobs_of(config),
+                      comm.plan_parameter_server([int(c.shape.num_elements()) * c.dtype.size
+                                                  for v in adapter.model.trainable_variables
+                                                  for c in (getattr(v, "variables", None) or [v])])
+                      if train else None)
+    checkpoint = Checkpointing(config.checkpoint_every, run.first_step) if config.checkpoint_every else None
     last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
     window_s = last_global_end - coordinator_steps[0].start_wall
+    waits = run.waits()
     out = []
     for worker, mine in sorted(by_worker.items()):
         timings = [StepTiming(c["start"], c["end"] - c["start"]) for c in mine]
         if sync:
-            extra = dict(base, step_label="gradient push",
-                         step_definition="this worker's gradient closure (tf.timestamp on the worker): "
-                                         "pull weights, compute, add the gradient into the ps accumulators",
-                         wait_s=run.waits().get(worker, []),
-                         window_end=last_global_end)  # its images count once the update is applied
+            summary = dataclasses.replace(
+                adapter.summary(), step_label="gradient push",
+                step_definition="this worker's gradient closure (tf.timestamp on the worker): "
+                                "pull weights, compute, add the gradient into the ps accumulators")
         else:
-            extra = dict(base, step_label="update" if train else "forward",
-                         step_definition="one asynchronous update of this worker (tf.timestamp on the "
-                                         "worker): pull weights, compute, push the update"
-                         if train else "one forward pass of this worker (tf.timestamp on the worker)")
-        extra["placement"] = adapter._placement("worker", worker)
+            summary = dataclasses.replace(
+                adapter.summary(), step_label="update" if train else "forward",
+                step_definition="one asynchronous update of this worker (tf.timestamp on the worker): pull "
+                                "weights, compute, push the update" if train else
+                                "one forward pass of this worker (tf.timestamp on the worker)")
         busy = sum(t.duration_s for t in timings)
-        extra["idleness"] = min(1.0, max(0.0, 1.0 - busy / window_s)) if window_s > 0 else None
-        extra["idleness_definition"] = IDLENESS
-        if train:  # per update in the order of its timings, and summarised
-            extra["staleness"] = stale.get(f"worker_{worker}", {"updates": 0})
-            extra["staleness_per_update"] = [c["staleness"] for c in mine]
+        own = PsWorker(min(1.0, max(0.0, 1.0 - busy / window_s)) if window_s > 0 else None)
+        if sync:
+            own.wait_s, own.window_end = waits.get(worker, []), last_global_end
+        if train:
+            own.staleness = stale.get(f"worker_{worker}", {"updates": 0})
+            own.staleness_per_update = [c["staleness"] for c in mine]
             if not sync:
-                extra["clock_staleness_per_update"] = [c["clock_staleness"] for c in mine]
-            extra["time_split"] = ps_split.split(mine, [p for p in run.pulls if p["worker"] == worker],
-                                                 window_s)
-        out.append(Measurement("worker", worker, adapter.config.batch_size, timings, extra))
-    updates = run.updates
+                own.clock_staleness_per_update = [c["clock_staleness"] for c in mine]
+            own.time_split = ps_split.split(mine, [p for p in run.pulls if p["worker"] == worker], window_s)
+        out.append(Measurement("worker", worker, config.batch_size, timings, summary,
+                               adapter.placement_report("worker", worker), checkpoint=checkpoint,
+                               parts=(common, own)))
     measured_s = sum(t.duration_s for t in coordinator_steps)
-    chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
-                 step_label="global step" if sync else f"{adapter.num_workers} updates",
-                 step_definition=(
-                     "global step (coordinator): one gradient from every worker accumulated on the ps, "
-                     "then the update applied on the ps; from scheduling to the update applied" if sync else
-                     f"{adapter.num_workers} {'updates' if train else 'forward passes'} (coordinator): one round "
-                     f"of {adapter.num_workers} scheduled steps, from the previous round's completion to its own"),
-                 updates=updates, updates_counted="measured window only",
-                 # over the coordinator's own rounds; the cluster record's updates_per_sec uses the
-                 # cluster's measured window, as images/sec does
-                 updates_per_sec_of_rounds=updates / measured_s if measured_s > 0 else None,
-                 closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
-                 closure_results_lost=log.lost,
-                 placement=adapter._placement("chief", 0))
+    summary = dataclasses.replace(
+        adapter.summary(), step_label="global step" if sync else f"{n} updates",
+        step_definition="global step (coordinator): one gradient from every worker accumulated on the ps, then "
+                        "the update applied on the ps; from scheduling to the update applied" if sync else
+                        f"{n} {'updates' if train else 'forward passes'} (coordinator): one round of {n} scheduled "
+                        "steps, from the previous round's completion to its own")
+    chief = PsCoordinator(
+        run.updates, run.updates / measured_s if measured_s > 0 else None,
+        {str(w): len(t) for w, t in sorted(by_worker.items())}, log.lost,
+        ps_split.global_steps(closures, coordinator_steps, run.first_measured, ps_split.pull_medians(run.pulls),
+                              run.apply_s if sync else None))
     if train:
-        chief.update(staleness=stale, staleness_definition=staleness.DEFINITION)
+        chief.staleness, chief.staleness_definition = stale, staleness.DEFINITION
     if train and not sync:
         if log.lost:  # their updates landed unseen: later clocks count one short
-            chief["clock_staleness_note"] = (f"approximate: {log.lost} closure result(s) were lost with a "
-                                             "killed worker, and their updates are missing from the clocks")
-        chief.update(clock_staleness=staleness.summary(c["clock_staleness"] for c in closures),
-                     clock_staleness_definition=staleness.CLOCK_DEFINITION, bound_waits=log.bound_waits,
-                     late_updates=len(log.late_updates))
-    chief["step_split"] = ps_split.global_steps(closures, coordinator_steps, run.first_measured,
-                                                ps_split.pull_medians(run.pulls), run.apply_s if sync else None)
+            chief.clock_staleness_note = (f"approximate: {log.lost} closure result(s) were lost with a "
+                                          "killed worker, and their updates are missing from the clocks")
+        chief.clock_staleness = staleness.summary(c["clock_staleness"] for c in closures)
+        chief.clock_staleness_definition = staleness.CLOCK_DEFINITION
+        chief.bound_waits, chief.late_updates = log.bound_waits, len(log.late_updates)
     if sync:
-        chief.update(apply_step_s=run.apply_s, skipped_closures=run.skipped,
-                     update_location="ps (accumulators and update on the ps tasks)")
-    if adapter.evaluator is not None:
-        chief["convergence"] = adapter.evaluator.summary()
-    out.append(Measurement("chief", 0, adapter.config.batch_size * adapter.num_workers, coordinator_steps, chief))
+        chief.apply_step_s, chief.skipped_closures = run.apply_s, run.skipped
+        chief.update_location = "ps (accumulators and update on the ps tasks)"
+    convergence = adapter.evaluator.summary() if adapter.evaluator is not None else None
+    out.append(Measurement("chief", 0, config.batch_size * n, coordinator_steps, summary,
+                           adapter.placement_report("chief", 0), convergence, checkpoint, (common, chief)))
     return out
-
