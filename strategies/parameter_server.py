@@ -126,7 +126,7 @@ class ParameterServerAdapter(StrategyAdapter):
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
-        from strategies import checkpoints, ps_async, ps_records
+        from strategies import checkpoints, ps_async, ps_records, ps_rounds
 
         self.build_model()
         self.initial_weights = self.weights()
@@ -156,7 +156,7 @@ class ParameterServerAdapter(StrategyAdapter):
                 self._measuring()
 
             loop = StepLoop(self.config, first, reporter, hooks, on_measure_start=measuring)
-            kind = ps_async.BoundedRounds if self.config.ps_staleness_bound >= 0 else ps_async.Rounds
+            kind = ps_rounds.BoundedRounds if self.config.ps_staleness_bound >= 0 else ps_rounds.Rounds
             step = kind(self.coordinator, self.num_workers, iterator, self.worker_step, log, loop)
         loop.run(step)
         if not self.sync:
@@ -180,12 +180,12 @@ class ParameterServerAdapter(StrategyAdapter):
 
     def _pull_probe(self, iterator, per_worker: int = 3) -> List[dict]:
         """After the measured window: closures that only pull the weights (3 per worker)."""
-        from strategies import ps_async
+        from strategies import ps_async, ps_rounds
 
         step = self.pull_fn = ps_async.pull_step(self)  # held, as the iterator
         values = [self.coordinator.schedule(step, args=(iterator,)) for _ in range(per_worker * self.num_workers)]
         self.coordinator.join()
-        return [p for p in (ps_async.fetched(v, self.log) for v in values) if p is not None]
+        return [p for p in (ps_rounds.fetched(v, self.log) for v in values) if p is not None]
 
     @property
     def sync(self) -> bool:

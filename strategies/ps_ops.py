@@ -12,7 +12,7 @@ class PsLog:
     """What the coordinator saw of its closures besides the steps' timings, over the whole run
     (warm-up, measured window and the pull probe)."""
 
-    lost: int = 0  # closure results lost with a killed worker (strategies.ps_async.fetched)
+    lost: int = 0  # closure results lost with a killed worker (strategies.ps_rounds.fetched)
     bound_waits: int = 0  # closures that found their worker too far ahead (--ps_staleness_bound)
     late_updates: List[dict] = dataclasses.field(default_factory=list)  # updates past a phase's last round
     shards_used: List[List[int]] = dataclasses.field(default_factory=list)  # workers of each round

@@ -41,7 +41,7 @@ class GlobalStep:
 
     start_wall: float
     duration_s: float
-    closures: List[dict]  # the contributing closures (strategies.ps_async.fetched), with "staleness"
+    closures: List[dict]  # the contributing closures (strategies.ps_rounds.fetched), with "staleness"
     skipped: int  # closures that landed on a worker that had already contributed
     apply_s: float  # the update on the ps, as the coordinator saw it
 
@@ -154,7 +154,7 @@ class SyncOnPs:
 
     def run_step(self, iterator, step: int) -> GlobalStep:
         """One global step, timed from scheduling the gradients to the update applied on the ps."""
-        from strategies.ps_async import fetched
+        from strategies.ps_rounds import fetched
         from tfbench.framework.tf_import import tf
 
         n, schedule = self.num_workers, self.coordinator.schedule
