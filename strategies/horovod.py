@@ -26,6 +26,8 @@ def import_horovod():
 
 
 class HorovodAdapter(SyncAdapter):
+    compressor = None  # make_step: Horovod's gradient compression
+
     def make_strategy(self):
         from tfbench.framework.tf_import import tf
 
@@ -112,7 +114,7 @@ class HorovodAdapter(SyncAdapter):
     def summary_parts(self) -> list:
         train = self.config.mode == "train"
         return [HorovodFields(
-            knobs.knobs_of(self.config), self.compressor.__name__ if hasattr(self, "compressor") else None,
+            knobs.knobs_of(self.config), self.compressor.__name__ if self.compressor is not None else None,
             {k: os.environ[k] for k in sorted(os.environ) if k in HOROVOD_KNOB_ENV},
             comm.plan_horovod(gradient_bytes(self.model), self.config.horovod_fusion_threshold_mb,
                               0.5 if self.config.horovod_compression != "none" else 1.0) if train else None,
