@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from strategies import placement
+from strategies.measurement import Checkpointing, Measurement, TaskSummary, absent
 from tfbench.framework import precision
 from tfbench.loop import benchmark, steps
-from tfbench.loop.benchmark import StepTiming
+from tfbench.loop.step_loop import StepLoop
 from tfbench.measure import startup
 
 
 @dataclasses.dataclass
-class Measurement:
-    """What one task (or, for parameter servers, one worker) measured."""
+class SyncSteps:
+    """A synchronous task's own part of its record: when each measured step's gradients all
+    existed (tfbench.measure.breakdown) and the collective ops of its traced step."""
 
-    role: str
-    index: int
-    images_per_step: int
-    timings: List[StepTiming]
-    extra: Dict = dataclasses.field(default_factory=dict)
+    step_computed_wall: List[float]
+    step_collective_ops: Optional[Dict] = absent()
 
 
 class StrategyAdapter(abc.ABC):
@@ -97,30 +96,29 @@ class StrategyAdapter(abc.ABC):
         """The data shards one global step consumed, in global-batch order."""
         return list(range(self.replicas))
 
-    def summary(self) -> Dict:
+    def summary(self) -> TaskSummary:
         """Task-record fields every adapter reports."""
-        return {
-            "strategy": self.config.strategy,
-            "batch_size": self.config.batch_size,
-            "replicas": self.replicas,
-            "local_replicas": self.local_replicas,
-            "global_batch_size": self.global_batch_size,
-            "model": self.config.model,
-            "mode": self.config.mode,
-            "precision": self.config.precision,
-            "step_label": "own step",
-            "step_definition": "this task's step, start to result on the host (a synchronous rank's "
-                               "view of the global step)",
-        }
+        c = self.config
+        return TaskSummary(c.strategy, c.batch_size, self.replicas, self.local_replicas, self.global_batch_size,
+                           c.model, c.mode, c.precision)
+
+    def summary_parts(self) -> list:
+        """The strategy's own parts of every record it writes (its knobs, its communication plan)."""
+        return []
+
+    def write_worker_events(self, run, measurements: List[Measurement]) -> None:
+        """TensorBoard series of tasks that run no loop of their own (parameter-server workers)."""
 
 
 class SyncAdapter(StrategyAdapter):
     """Strategies whose every step is synchronous and driven by this task's own loop."""
 
+    step_function = None  # make_step: the traced step's concrete function, for its ops and devices
+
     def make_step(self) -> Callable[[], object]:
-        """A callable running one step; returns once the result is on the host. Each call also
-        keeps the wall time at which every gradient of the step existed (self.computed_walls):
-        where a step's compute ends and its all-reduce and update go on (tfbench.measure.breakdown)."""
+        """A callable running one step; returns once the result is on the host, with the wall
+        time at which every gradient of the step existed: where a step's compute ends and its
+        all-reduce and update go on (tfbench.measure.breakdown)."""
         from tfbench.framework.tf_import import tf
 
         strategy, config = self.strategy, self.config
@@ -154,18 +152,7 @@ class SyncAdapter(StrategyAdapter):
 
         sample = batches()
         self.step_function = lambda: step.get_concrete_function(sample)
-        return self._keeping_marks(lambda: step(batches()))
-
-    def _keeping_marks(self, step: Callable[[], tuple]) -> Callable[[], object]:
-        """Runs step() -> (loss, gradients-done wall time), keeps the time, returns the loss."""
-        self.computed_walls: List[float] = []
-
-        def run():
-            loss, computed = step()
-            self.computed_walls.append(float(computed.numpy()))
-            return loss.numpy()
-
-        return run
+        return on_host(lambda: step(batches()))
 
     def _batches(self) -> Callable[[], object]:
         """What each step gets: synthetic data is one fixed batch per replica, made once; a real
@@ -221,20 +208,31 @@ class SyncAdapter(StrategyAdapter):
         probe = placement.PlacementProbe()
         saver = checkpoints.make(self, self.run_dir)
         first = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
-        hooks = benchmark.StepHooks(profiler, self.evaluation_hook(), saver)
+        loop = StepLoop(self.config, first, reporter, benchmark.StepHooks(profiler, self.evaluation_hook(), saver))
         with self.device_scope():
-            timings = benchmark.run_steps(step, self.config, reporter, hooks, first_warmup=probe, first_step=first)
-        extra = dict(self.summary(), step_computed_wall=self.computed_walls[-len(timings):] if timings else [])
-        if saver:
-            extra.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=first)
+            loop.run(lambda i: step(), first_warmup=probe)  # each step keeps its gradients-done time
+        convergence = None
         if self.evaluator is not None:
-            extra["convergence"] = self.evaluator.summary()
+            convergence = self.evaluator.summary()
             self.evaluator.close()
-        extra["placement"] = probe.report(self.config, self.device, self.model.variables)
-        requested = getattr(self, "step_function", None)
-        if requested is not None:
-            function = requested()
-            extra["placement"]["requested_op_devices"] = placement.requested_op_devices(function)
-            extra["step_collective_ops"] = placement.collective_ops(function)
-        return [Measurement(self.task.role, self.task.index,
-                            self.config.batch_size * self.local_replicas, timings, extra)]
+        placed = probe.report(self.config, self.device, self.model.variables)
+        steps = SyncSteps(loop.kept())
+        if self.step_function is not None:
+            function = self.step_function()
+            placed["requested_op_devices"] = placement.requested_op_devices(function)
+            steps.step_collective_ops = placement.collective_ops(function)
+        return [Measurement(self.task.role, self.task.index, self.config.batch_size * self.local_replicas,
+                            loop.timings, self.summary(), placed, convergence,
+                            Checkpointing(self.config.checkpoint_every, first) if saver else None,
+                            (*self.summary_parts(), steps))]
+
+
+def on_host(step: Callable[[], tuple]) -> Callable[[], float]:
+    """Runs step() -> (loss, gradients-done wall time) until both are on the host; returns the time."""
+
+    def run() -> float:
+        loss, computed = step()
+        loss.numpy()
+        return float(computed.numpy())
+
+    return run

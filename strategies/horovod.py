@@ -2,10 +2,12 @@
 gradients across ranks, and rank 0's initial variables are broadcast before the first step."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, Dict, Optional
 
-from strategies.base import SyncAdapter
+from strategies.base import SyncAdapter, on_host
+from strategies.measurement import absent, flat
 from strategies.multi_worker_mirrored import gradient_bytes
 from tfbench.config import knobs
 from tfbench.config.errors import ConfigError
@@ -24,6 +26,8 @@ def import_horovod():
 
 
 class HorovodAdapter(SyncAdapter):
+    compressor = None  # make_step: Horovod's gradient compression
+
     def make_strategy(self):
         from tfbench.framework.tf_import import tf
 
@@ -75,7 +79,7 @@ class HorovodAdapter(SyncAdapter):
 
         sample = batches()
         self.step_function = lambda: step.get_concrete_function(*sample)
-        return self._keeping_marks(lambda: step(*batches()))
+        return on_host(lambda: step(*batches()))
 
     def _rank_batches(self):
         """This rank's data: its fixed synthetic batch, or its shard of a real dataset read on."""
@@ -95,27 +99,39 @@ class HorovodAdapter(SyncAdapter):
         if not self.config.horovod_elastic:
             return super().run(reporter, profiler)
         from strategies import horovod_elastic
-        from strategies.base import Measurement
+        from strategies.measurement import Measurement
 
         step = self.setup()
         log = horovod_elastic.run_steps(self, step, reporter, profiler)
         most = max(log.ranks, default=self.hvd.size())  # ranks vary: the most that stepped together
-        extra = dict(self.summary(), **log.summary(), replicas=most, global_batch_size=most * self.config.batch_size,
-                     step_definition="this rank's step: train step and the elastic state's commit (model, optimizer "
-                                     "and step number copied, host changes checked), start to commit done")
-        return [Measurement(self.task.role, self.task.index, self.config.batch_size, log.timings, extra)]
+        summary = dataclasses.replace(
+            self.summary(), replicas=most, global_batch_size=most * self.config.batch_size,
+            step_definition="this rank's step: train step and the elastic state's commit (model, optimizer "
+                            "and step number copied, host changes checked), start to commit done")
+        return [Measurement(self.task.role, self.task.index, self.config.batch_size, log.timings, summary,
+                            parts=(*self.summary_parts(), log.steps()))]
 
-    def summary(self):
-        out = super().summary()
-        out.update(knobs.knobs_of(self.config))
-        out["horovod_compressor"] = self.compressor.__name__ if hasattr(self, "compressor") else None
-        out["horovod_environment"] = {k: os.environ[k] for k in sorted(os.environ) if k in HOROVOD_KNOB_ENV}
-        if self.config.mode == "train":
-            out["comm_plan"] = comm.plan_horovod(gradient_bytes(self.model), self.config.horovod_fusion_threshold_mb,
-                                                 0.5 if self.config.horovod_compression != "none" else 1.0)
-        out["horovod_elastic"] = self.config.horovod_elastic
-        out["horovod_rank"] = self.hvd.rank()
-        return out
+    def summary_parts(self) -> list:
+        train = self.config.mode == "train"
+        return [HorovodFields(
+            knobs.knobs_of(self.config), self.compressor.__name__ if self.compressor is not None else None,
+            {k: os.environ[k] for k in sorted(os.environ) if k in HOROVOD_KNOB_ENV},
+            comm.plan_horovod(gradient_bytes(self.model), self.config.horovod_fusion_threshold_mb,
+                              0.5 if self.config.horovod_compression != "none" else 1.0) if train else None,
+            self.config.horovod_elastic, self.hvd.rank())]
+
+
+@dataclasses.dataclass
+class HorovodFields:
+    """Its records' own part: the knobs, the compressor and environment Horovod read them from,
+    the all-reduce's communication plan (training), whether elastic, and this rank."""
+
+    knobs: Dict = flat()
+    horovod_compressor: Optional[str] = None
+    horovod_environment: Dict = dataclasses.field(default_factory=dict)
+    comm_plan: Optional[Dict] = absent()
+    horovod_elastic: bool = False
+    horovod_rank: int = 0
 
 
 def horovod_environment(config, run_dir: Optional[str], task) -> Dict[str, str]:

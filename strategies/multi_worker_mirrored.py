@@ -6,8 +6,11 @@ all-reduces of at least that many bytes (0, TensorFlow's default: one pack for t
 --mwms_timeout bounds each collective.
 """
 import contextlib
+import dataclasses
+from typing import Dict, Optional
 
 from strategies.base import SyncAdapter
+from strategies.measurement import absent, flat
 from tfbench.config import knobs
 from tfbench.measure import comm
 
@@ -26,6 +29,16 @@ def communication_options(config):
         implementation=implementation)
 
 
+@dataclasses.dataclass
+class AllReduceFields:
+    """Its records' own part: the knobs, what the live strategy's collectives were built with,
+    and (training) the all-reduce's communication plan (tfbench.measure.comm)."""
+
+    knobs: Dict = flat()
+    communication_options: Dict = dataclasses.field(default_factory=dict)
+    comm_plan: Optional[Dict] = absent()
+
+
 class MultiWorkerMirroredAdapter(SyncAdapter):
     def make_strategy(self):
         from tfbench.framework.tf_import import tf
@@ -41,13 +54,11 @@ class MultiWorkerMirroredAdapter(SyncAdapter):
     def device_scope(self):
         return contextlib.nullcontext()  # the strategy places replicas on this worker's devices
 
-    def summary(self):
-        out = super().summary()
-        out.update(knobs.knobs_of(self.config))
-        out["communication_options"] = live_options(self.strategy)
-        if self.config.mode == "train":
-            out["comm_plan"] = comm.plan_all_reduce(gradient_bytes(self.model), self.config.mwms_bytes_per_pack)
-        return out
+    def summary_parts(self) -> list:
+        train = self.config.mode == "train"
+        return [AllReduceFields(knobs.knobs_of(self.config), live_options(self.strategy),
+                                comm.plan_all_reduce(gradient_bytes(self.model), self.config.mwms_bytes_per_pack)
+                                if train else None)]
 
 
 def live_options(strategy) -> dict:

@@ -21,11 +21,13 @@ import collections
 import contextlib
 from typing import Dict, List
 
-from strategies import placement, ps_placement, staleness
-from strategies.base import Measurement, StrategyAdapter
-from tfbench.config import knobs
-from tfbench.loop.benchmark import StepTiming
-from tfbench.measure import comm
+from strategies import placement, ps_placement
+from strategies.base import StrategyAdapter
+from strategies.measurement import Measurement
+from strategies.ps_ops import PsLog
+from strategies.ps_records import PsWorker
+from tfbench.loop import benchmark
+from tfbench.loop.step_loop import StepLoop, StepTiming, Timed
 from tfbench.tensorboard.events import EventWriter
 
 
@@ -41,10 +43,6 @@ def serve(task, intra_threads: int, inter_threads: int, on_ready) -> None:
                                   protocol="grpc", config=session_config, start=True)
     on_ready()
     server.join()
-
-
-IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
-            "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
 
 
 class ParameterServerAdapter(StrategyAdapter):
@@ -63,7 +61,7 @@ class ParameterServerAdapter(StrategyAdapter):
             variable_partitioner=ps_placement.variable_partitioner(self.config, num_ps))
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         self.num_workers = len(self.plan.cluster_spec.get("worker", []))
-        self.shards_used: List[List[int]] = []
+        self.log = PsLog()
         return strategy
 
     @property
@@ -87,7 +85,7 @@ class ParameterServerAdapter(StrategyAdapter):
             yield
 
     def data_shards(self) -> List[int]:
-        return self.shards_used[0] if self.shards_used else []
+        return self.log.shards_used[0] if self.log.shards_used else []
 
     # -- set-up -------------------------------------------------------------------------------
     def _dataset(self):
@@ -120,7 +118,7 @@ class ParameterServerAdapter(StrategyAdapter):
         own op logging stops (the remote placers logged their placements while warming up)."""
         from tfbench.framework.tf_import import tf
 
-        self.updates_before = self._iterations()
+        self.log.updates_before = self._iterations()
         tf.debugging.set_log_device_placement(self.config.log_device_placement)
 
     def _iterations(self) -> int:
@@ -128,36 +126,45 @@ class ParameterServerAdapter(StrategyAdapter):
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, reporter=None, profiler=None) -> List[Measurement]:
-        from strategies import checkpoints, ps_async
-        from tfbench.loop import benchmark
+        from strategies import checkpoints, ps_async, ps_records, ps_rounds
 
         self.build_model()
         self.initial_weights = self.weights()
         iterator = self.iterator = self._dataset()  # held: freeing it on the coordinator is slow (tfbench.task)
-        self.reporter, self.bound_waits, self.late_updates, self.warmup_updates = reporter, 0, [], []
-        self.lost = 0  # closure results lost with a killed worker (ps_async.fetched)
+        log = self.log = PsLog()
         saver = checkpoints.make(self, self.run_dir)
-        self.first_step = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
-        self.first_measured = benchmark.first_measured_step(self.config, self.first_step)
+        first = saver.restore() if saver else 0  # after a restart: the step the checkpoint holds
         hooks = benchmark.StepHooks(profiler, self._evaluation_hook(), saver)
         if self.sync:
             from strategies.ps_sync import SyncOnPs
 
-            self.sync_step = SyncOnPs(self.strategy, self.coordinator, self.model, self.optimizer,
-                                      self.config, self.num_workers, self.device)
-            self.worker_step = self.sync_step.worker_step
-            closures, coordinator_steps = self._run_sync(iterator, reporter, hooks)
+            sync_step = self.sync_step = SyncOnPs(self.strategy, self.coordinator, self.model, self.optimizer,
+                                                  self.config, self.num_workers, self.device, log)
+            self.worker_step = sync_step.worker_step
+            loop = StepLoop(self.config, first, reporter, hooks, on_measure_start=self._measuring)
+
+            def step(i: int) -> Timed:
+                """Global step i, timed by the coordinator; its GlobalStep is kept."""
+                done = sync_step.run_step(iterator, i)
+                log.round_done(i, done.closures)
+                return Timed(StepTiming(done.start_wall, done.duration_s), done)
         else:
             self.worker_step = ps_async.worker_step(self)
-            loop = ps_async.run_bounded if self.config.ps_staleness_bound >= 0 else ps_async.run_rounds
-            first, warm, last = self.first_step, self.first_measured, self.config.total_steps
-            self.warmup_updates, _ = loop(self, iterator, self.worker_step, hooks, first, warm)
-            self._measuring()
-            closures, coordinator_steps = loop(self, iterator, self.worker_step, hooks, warm, last)
-        self.pulls = self._pull_probe(iterator)
+
+            def measuring() -> None:  # the warm-up's closures all done before the window starts
+                step.drain()
+                self._measuring()
+
+            loop = StepLoop(self.config, first, reporter, hooks, on_measure_start=measuring)
+            kind = ps_rounds.BoundedRounds if self.config.ps_staleness_bound >= 0 else ps_rounds.Rounds
+            step = kind(self.coordinator, self.num_workers, iterator, self.worker_step, log, loop)
+        loop.run(step)
+        if not self.sync:
+            step.drain()
+        pulls = self._pull_probe(iterator)
         if self.evaluator is not None:
             self.evaluator.close()
-        return self._measurements(closures, coordinator_steps)
+        return ps_records.measurements(self, ps_records.PsRun.of(loop, log, pulls, self._iterations(), self.sync))
 
     def _evaluation_hook(self):
         """Held-out evaluation on the coordinator (real data; None otherwise): it reads the
@@ -171,145 +178,20 @@ class ParameterServerAdapter(StrategyAdapter):
         return convergence.Hook(self.evaluator, self._iterations,
                                 self.config.batch_size * (self.num_workers if self.sync else 1))
 
-    def round_done(self, i: int, timing: StepTiming, results: List[dict]) -> None:
-        """A round of N closures (a global step, or N asynchronous updates) was fetched."""
-        self.shards_used.append(sorted(r["worker"] for r in results))
-        for r in results:  # which global step each closure belongs to (ps_split.global_steps)
-            r["round"] = i
-        if self.reporter:
-            self.reporter.step_done(i, timing, i >= self.first_measured)
-
     def _pull_probe(self, iterator, per_worker: int = 3) -> List[dict]:
         """After the measured window: closures that only pull the weights (3 per worker)."""
-        from strategies import ps_async
+        from strategies import ps_async, ps_rounds
 
         step = self.pull_fn = ps_async.pull_step(self)  # held, as the iterator
         values = [self.coordinator.schedule(step, args=(iterator,)) for _ in range(per_worker * self.num_workers)]
         self.coordinator.join()
-        return [p for p in (ps_async.fetched(v, self) for v in values) if p is not None]
+        return [p for p in (ps_rounds.fetched(v, self.log) for v in values) if p is not None]
 
     @property
     def sync(self) -> bool:
         return self.config.ps_sync and self.config.mode == "train"
 
-    def _run_sync(self, iterator, reporter, hooks):
-        """Global step = one gradient from every worker accumulated on the ps, then the update
-        applied on the ps (strategies.ps_sync); timed end to end by the coordinator."""
-        from strategies.ps_sync import worker_waits
-
-        config = self.config
-        closures, coordinator_steps = [], []
-        self.waits: Dict[int, List[float]] = collections.defaultdict(list)
-        self.skipped, self.apply_s = 0, []
-        for i in range(self.first_step, config.total_steps):
-            if i == self.first_measured:
-                self._measuring()
-            if hooks:
-                hooks.before(i)
-            step = self.sync_step.run_step(iterator, i)
-            timing = StepTiming(step.start_wall, step.duration_s)
-            measured = i >= self.first_measured
-            if measured:
-                closures += step.closures
-                coordinator_steps.append(timing)
-                self.skipped += step.skipped
-                self.apply_s.append(step.apply_s)
-                for worker, wait in worker_waits(step):
-                    self.waits[worker].append(wait)
-            self.round_done(i, timing, step.closures)
-            if hooks:
-                hooks.after(i)
-        return closures, coordinator_steps
-
-    def _measurements(self, closures, coordinator_steps) -> List[Measurement]:
-        """One Measurement per worker (worker-side times) plus the coordinator's own, which is
-        the cluster's step series (one sample per global step, or per round of N updates)."""
-        from strategies import ps_split
-
-        sync, train = self.sync, self.config.mode == "train"
-        by_worker: Dict[int, List[dict]] = collections.defaultdict(list)
-        for c in sorted(closures, key=lambda c: c["start"]):
-            by_worker[c["worker"]].append(c)
-        if train and not sync:
-            clocks = staleness.clock_staleness(self.warmup_updates + closures + self.late_updates)
-            for c in closures:
-                c["staleness"] = c["applied"] - 1 - c["read"]
-                c["clock_staleness"] = clocks.get(c["applied"])
-        stale = staleness.by_worker((c["worker"], c["staleness"]) for c in closures if c.get("staleness") is not None)
-        shards = ps_placement.bytes_per_ps(self.model.variables)
-        base = dict(self.summary(), ps_sync=sync, num_ps=len(self.plan.cluster_spec.get("ps", [])),
-                    ps_staleness_bound=self.config.ps_staleness_bound, ps_shards=shards,
-                    **knobs.knobs_of(self.config))
-        if train:
-            base["comm_plan"] = comm.plan_parameter_server(
-                [int(c.shape.num_elements()) * c.dtype.size for v in self.model.trainable_variables
-                 for c in (getattr(v, "variables", None) or [v])])
-        if self.config.checkpoint_every:
-            base.update(checkpoint_every=self.config.checkpoint_every, restored_from_step=self.first_step)
-        last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
-        window_s = last_global_end - coordinator_steps[0].start_wall
-        out = []
-        for worker, mine in sorted(by_worker.items()):
-            timings = [StepTiming(c["start"], c["end"] - c["start"]) for c in mine]
-            if sync:
-                extra = dict(base, step_label="gradient push",
-                             step_definition="this worker's gradient closure (tf.timestamp on the worker): "
-                                             "pull weights, compute, add the gradient into the ps accumulators",
-                             wait_s=self.waits.get(worker, []),
-                             window_end=last_global_end)  # its images count once the update is applied
-            else:
-                extra = dict(base, step_label="update" if train else "forward",
-                             step_definition="one asynchronous update of this worker (tf.timestamp on the "
-                                             "worker): pull weights, compute, push the update"
-                             if train else "one forward pass of this worker (tf.timestamp on the worker)")
-            extra["placement"] = self._placement("worker", worker)
-            busy = sum(t.duration_s for t in timings)
-            extra["idleness"] = min(1.0, max(0.0, 1.0 - busy / window_s)) if window_s > 0 else None
-            extra["idleness_definition"] = IDLENESS
-            if train:  # per update in the order of its timings, and summarised
-                extra["staleness"] = stale.get(f"worker_{worker}", {"updates": 0})
-                extra["staleness_per_update"] = [c["staleness"] for c in mine]
-                if not sync:
-                    extra["clock_staleness_per_update"] = [c["clock_staleness"] for c in mine]
-                extra["time_split"] = ps_split.split(mine, [p for p in self.pulls if p["worker"] == worker],
-                                                     window_s)
-            out.append(Measurement("worker", worker, self.config.batch_size, timings, extra))
-        updates = self._iterations() - getattr(self, "updates_before", 0)
-        measured_s = sum(t.duration_s for t in coordinator_steps)
-        chief = dict(base, counts_toward_cluster=False, cluster_steps=True,
-                     step_label="global step" if sync else f"{self.num_workers} updates",
-                     step_definition=(
-                         "global step (coordinator): one gradient from every worker accumulated on the ps, "
-                         "then the update applied on the ps; from scheduling to the update applied" if sync else
-                         f"{self.num_workers} {'updates' if train else 'forward passes'} (coordinator): one round "
-                         f"of {self.num_workers} scheduled steps, from the previous round's completion to its own"),
-                     updates=updates, updates_counted="measured window only",
-                     # over the coordinator's own rounds; the cluster record's updates_per_sec uses the
-                     # cluster's measured window, as images/sec does
-                     updates_per_sec_of_rounds=updates / measured_s if measured_s > 0 else None,
-                     closures_per_worker={str(w): len(t) for w, t in sorted(by_worker.items())},
-                     closure_results_lost=self.lost + getattr(getattr(self, "sync_step", None), "lost", 0),
-                     placement=self._placement("chief", 0))
-        if train:
-            chief.update(staleness=stale, staleness_definition=staleness.DEFINITION)
-        if train and not sync:
-            if self.lost:  # their updates landed unseen: later clocks count one short
-                chief["clock_staleness_note"] = (f"approximate: {self.lost} closure result(s) were lost with a "
-                                                 "killed worker, and their updates are missing from the clocks")
-            chief.update(clock_staleness=staleness.summary(c["clock_staleness"] for c in closures),
-                         clock_staleness_definition=staleness.CLOCK_DEFINITION, bound_waits=self.bound_waits,
-                         late_updates=len(self.late_updates))
-        chief["step_split"] = ps_split.global_steps(closures, coordinator_steps, self.first_measured,
-                                                    ps_split.pull_medians(self.pulls), self.apply_s if sync else None)
-        if sync:
-            chief.update(apply_step_s=self.apply_s, skipped_closures=self.skipped,
-                         update_location="ps (accumulators and update on the ps tasks)")
-        if self.evaluator is not None:
-            chief["convergence"] = self.evaluator.summary()
-        out.append(Measurement("chief", 0, self.config.batch_size * self.num_workers, coordinator_steps, chief))
-        return out
-
-    def _placement(self, role: str, index: int) -> dict:
+    def placement_report(self, role: str, index: int) -> dict:
         """Where the ops of `role`_`index` ran, from its runtime's placer log; the coordinator's
         record also holds each ps's (the sync update runs there) and the requested devices."""
         name = f"{role}_{index}"
@@ -347,7 +229,7 @@ class ParameterServerAdapter(StrategyAdapter):
         for m in measurements:
             if m.role != "worker":
                 continue
-            stale = m.extra.get("staleness_per_update") or [None] * len(m.timings)
+            stale = m.part(PsWorker).staleness_per_update or [None] * len(m.timings)
             with EventWriter(run.task_tb(f"worker_{m.index}"), suffix=".perf") as events:
                 for t, value in zip(m.timings, stale):
                     end = t.start_wall + t.duration_s

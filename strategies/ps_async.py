@@ -1,4 +1,4 @@
-"""Asynchronous parameter-server training: the scheduled update and the coordinator's loops.
+"""Asynchronous parameter-server training: the scheduled update (its rounds: strategies.ps_rounds).
 
 Each scheduled closure is one update of whichever worker runs it: read the version counter
 (strategies.staleness), pull the weights, compute the gradients, push the update, then count it.
@@ -14,16 +14,8 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-import collections
-import time
-from typing import List, Optional, Tuple
-
 from strategies.ps_ops import on_this_worker, settled
 from tfbench.loop import steps
-from tfbench.loop.benchmark import StepTiming
-
-PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
-
 
 def worker_step(adapter):
     """The scheduled function: (iterator) -> dict of the update's worker-side facts."""
@@ -116,90 +108,3 @@ def pull_step(adapter):
         return {"start": start, "end": end, "worker": shard, "total": total}
 
     return step
-
-
-def fetched(value, adapter=None) -> Optional[dict]:
-    """A closure's RemoteValue as plain Python numbers; None when its result was lost with its
-    worker (a closure's outputs stay on the worker until fetched: a worker killed after the
-    closure finished takes them along, though the update was applied), counted in adapter.lost."""
-    from tfbench.framework.tf_import import tf
-
-    try:
-        result = value.fetch()
-    except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError):
-        if adapter is None:
-            raise
-        adapter.lost += 1
-        return None
-    return {k: (bool(v) if k == "fresh" else int(v) if k in ("worker", "read", "applied") else float(v))
-            for k, v in result.items()}
-
-
-def run_rounds(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[List[dict], List[StepTiming]]:
-    """Unbounded: rounds first..last-1 of N closures, all queued at once so that no worker waits
-    for another; a round's coordinator time runs from the previous round's completion to its own."""
-    n, schedule = adapter.num_workers, adapter.coordinator.schedule
-    if hooks:  # round `first`'s hooks run before anything is queued: an evaluation at the start sees no update
-        hooks.before(first)
-    start_wall, t0 = time.time(), time.perf_counter()
-    queued = [[schedule(step, args=(iterator,)) for _ in range(n)] for _ in range(first, last)]
-    closures, rounds = [], []
-    for i, round_values in zip(range(first, last), queued):
-        if hooks and i > first:
-            hooks.before(i)
-        results = [r for r in (fetched(v, adapter) for v in round_values) if r is not None]
-        now_wall, t1 = time.time(), time.perf_counter()
-        rounds.append(StepTiming(start_wall, t1 - t0))
-        start_wall, t0 = now_wall, t1
-        closures += results
-        adapter.round_done(i, rounds[-1], results)
-        if hooks:
-            hooks.after(i)
-    adapter.coordinator.join()
-    return closures, rounds
-
-
-def run_bounded(adapter, iterator, step, hooks, first: int, last: int) -> Tuple[List[dict], List[StepTiming]]:
-    """Under a staleness bound: closures kept in flight (PIPELINE_DEPTH per worker), one more
-    scheduled for each one fetched until rounds first..last-1 hold N updates each; closures that
-    found their worker too far ahead made no update and are counted in adapter.bound_waits.
-    A result lost with a killed worker is replaced by another closure though its update may have
-    landed; an update beyond the last round that this brings is kept in adapter.late_updates
-    (it happened) but belongs to no round."""
-    n, schedule = adapter.num_workers, adapter.coordinator.schedule
-    target = (last - first) * n
-    if hooks:
-        hooks.before(first)
-    start_wall, t0 = time.time(), time.perf_counter()
-    pending = collections.deque(schedule(step, args=(iterator,)) for _ in range(min(PIPELINE_DEPTH * n, target)))
-    closures, rounds, this_round, i = [], [], [], first
-    while pending:
-        result = fetched(pending.popleft(), adapter)
-        if result is None:  # lost with its worker: its update may have landed; another takes its place
-            if i < last:
-                pending.append(schedule(step, args=(iterator,)))
-            continue
-        if not result["fresh"]:
-            adapter.bound_waits += 1
-            if i < last:
-                pending.append(schedule(step, args=(iterator,)))
-            continue
-        if i >= last:
-            adapter.late_updates.append(result)
-            continue
-        closures.append(result)
-        this_round.append(result)
-        if len(closures) + len(pending) < target:
-            pending.append(schedule(step, args=(iterator,)))
-        if len(this_round) == n:
-            now_wall, t1 = time.time(), time.perf_counter()
-            rounds.append(StepTiming(start_wall, t1 - t0))
-            start_wall, t0 = now_wall, t1
-            adapter.round_done(i, rounds[-1], this_round)
-            if hooks:
-                hooks.after(i)
-            this_round, i = [], i + 1
-            if i < last and hooks:
-                hooks.before(i)
-    adapter.coordinator.join()
-    return closures, rounds

@@ -3,6 +3,28 @@ kept below the strategy module so that its training loops and the strategy impor
 """
 from __future__ import annotations
 
+import dataclasses
+from typing import List
+
+
+@dataclasses.dataclass
+class PsLog:
+    """What the coordinator saw of its closures besides the steps' timings, over the whole run
+    (warm-up, measured window and the pull probe)."""
+
+    lost: int = 0  # closure results lost with a killed worker (strategies.ps_rounds.fetched)
+    bound_waits: int = 0  # closures that found their worker too far ahead (--ps_staleness_bound)
+    late_updates: List[dict] = dataclasses.field(default_factory=list)  # updates past a phase's last round
+    shards_used: List[List[int]] = dataclasses.field(default_factory=list)  # workers of each round
+    updates_before: int = 0  # the optimizer's updates when the measured window started
+
+    def round_done(self, i: int, results: List[dict]) -> None:
+        """A round of N closures (a global step, or N asynchronous updates) was fetched: which
+        workers ran it, and which global step each closure belongs to (ps_split.global_steps)."""
+        self.shards_used.append(sorted(r["worker"] for r in results))
+        for r in results:
+            r["round"] = i
+
 
 def settled(value, variables):
     """`value`, available only once every earlier write to `variables` is done.

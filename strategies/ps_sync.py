@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import List, Tuple
+from typing import List
 
 from strategies.ps_ops import on_this_worker, settled
 from tfbench.loop import steps
@@ -41,7 +41,7 @@ class GlobalStep:
 
     start_wall: float
     duration_s: float
-    closures: List[dict]  # the contributing closures (strategies.ps_async.fetched), with "staleness"
+    closures: List[dict]  # the contributing closures (strategies.ps_rounds.fetched), with "staleness"
     skipped: int  # closures that landed on a worker that had already contributed
     apply_s: float  # the update on the ps, as the coordinator saw it
 
@@ -63,7 +63,7 @@ def split_like(gradient, pieces):
 class SyncOnPs:
     """Accumulators, the contribution guard and the two functions of a synchronous global step."""
 
-    def __init__(self, strategy, coordinator, model, optimizer, config, num_workers: int, device: str):
+    def __init__(self, strategy, coordinator, model, optimizer, config, num_workers: int, device: str, log):
         from tfbench.framework.tf_import import tf
 
         self.strategy, self.coordinator, self.config, self.device = strategy, coordinator, config, device
@@ -83,7 +83,7 @@ class SyncOnPs:
                 self.last_step = tf.Variable(tf.fill([num_workers], tf.constant(-1, tf.int64)),
                                              trainable=False, name="last_contribution")
         self.flat_accumulators = [a for accs in self.accumulators for a in accs]
-        self.lost = 0  # closure results lost with their worker (strategies.ps_async.fetched)
+        self.log = log  # a strategies.ps_ops.PsLog: closure results lost with their worker
         self.worker_step = self._worker_step()
         self.apply = self._apply()
 
@@ -154,7 +154,7 @@ class SyncOnPs:
 
     def run_step(self, iterator, step: int) -> GlobalStep:
         """One global step, timed from scheduling the gradients to the update applied on the ps."""
-        from strategies.ps_async import fetched
+        from strategies.ps_rounds import fetched
         from tfbench.framework.tf_import import tf
 
         n, schedule = self.num_workers, self.coordinator.schedule
@@ -172,7 +172,7 @@ class SyncOnPs:
                       for _ in range(n - len(contributed))]
             self.coordinator.join()
             for value in values:
-                closure = fetched(value, self)  # None: lost with its worker, which is asked again
+                closure = fetched(value, self.log)  # None: lost with its worker, which is asked again
                 if closure is None:
                     continue
                 if closure["fresh"]:
@@ -194,9 +194,3 @@ class SyncOnPs:
             c["staleness"] = version - 1 - c["read"]
         return GlobalStep(start_wall, t1 - t0, closures, skipped, t1 - a0)
 
-
-def worker_waits(step: GlobalStep) -> List[Tuple[int, float]]:
-    """(worker, seconds from its gradient push to the global step's end): its barrier wait for
-    the slowest worker, the coordinator's round trip and the update on the ps."""
-    end = step.start_wall + step.duration_s
-    return [(c["worker"], max(0.0, end - c["end"])) for c in step.closures]

@@ -144,10 +144,9 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
         measurements = adapter.run(reporter, profiler)
     finally:
         reporter.close()
-    if hasattr(adapter, "write_worker_events"):
-        adapter.write_worker_events(run, measurements)
+    adapter.write_worker_events(run, measurements)
     for m in measurements:
-        extra = dict(m.extra, num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
+        extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
         extra.update(performance_fields(run, config, plan, task, m))
         records.append(run.results, records.task_record(
             run_id=run.run_id, role=m.role, index=m.index,
@@ -175,8 +174,11 @@ def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: 
     cores = task.cores
     if m.role == "worker" and task.role == "chief":
         cores = next((t.cores for t in plan.tasks if t.role == "worker" and t.index == m.index), cores)
+    from strategies.horovod_elastic import ElasticSteps
+
     peak = run.read_json("environment.json").get("peak") if os.path.exists(run.file("environment.json")) else None
-    return {"startup": startup.summary(from_launch=not m.extra.get("joined_at_step")),
+    elastic = m.part(ElasticSteps)  # a Horovod elastic rank that joined late did not start with the launch
+    return {"startup": startup.summary(from_launch=not (elastic and elastic.joined_at_step)),
             "flops": flops.task_fields(config, m.images_per_step, [t.duration_s for t in m.timings],
                                        len(cores) or os.cpu_count(), peak)}
 

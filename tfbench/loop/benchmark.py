@@ -1,21 +1,12 @@
-"""The per-task timing loop: warm-up steps, then measured steps, each timed until its result
-is on the host. Reporting (progress file, TensorBoard, console) happens between steps, outside
-the timed region."""
+"""What the step loop (tfbench.loop.step_loop) reports to and calls around each step: the
+Reporter (progress file, TensorBoard, console, between steps, outside the timed region), the
+Profiler and StepHooks."""
 from __future__ import annotations
 
-import dataclasses
-import time
-from typing import Callable, List, Optional
-
 from tfbench.loop import progress
+from tfbench.loop.step_loop import StepTiming
 from tfbench.tensorboard import timeline
 from tfbench.tensorboard.events import EventWriter
-
-
-@dataclasses.dataclass(frozen=True)
-class StepTiming:
-    start_wall: float  # time.time() when the step started
-    duration_s: float  # perf_counter() interval, ending when the result reached the host
 
 
 class Reporter:
@@ -98,44 +89,3 @@ class StepHooks:
     def after(self, i: int) -> None:
         for hook in self.hooks:
             hook.after(i)
-
-
-def first_measured_step(config, first_step: int = 0) -> int:
-    """The first step timed: after the warm-up, and never the first step after a restore from a
-    checkpoint at `first_step` (it traces the step function again)."""
-    return max(config.num_warmup_steps, first_step + 1 if first_step else 0)
-
-
-def run_steps(step: Callable[[], object], config, reporter: Optional[Reporter] = None,
-              hooks=None,
-              first_warmup: Optional[Callable[[Callable[[], object]], object]] = None,
-              first_step: int = 0) -> List[StepTiming]:
-    """Runs warm-up + measured steps; returns the measured steps' timings only.
-
-    `hooks` (a Profiler, StepHooks) get before(i) and after(i) around step i, outside its timing.
-    `step` must return only once its result is materialised on the host (e.g. `.numpy()`).
-    `first_warmup(step)`, if given, runs the first warm-up step instead (e.g. with run metadata
-    on, to see where ops were placed); it is never used on a measured step. `first_step` > 0
-    resumes after a restore: steps before it are done, and the first one run traces the step
-    again, so it is never measured either.
-    """
-    measured: List[StepTiming] = []
-    first_measured = first_measured_step(config, first_step)
-    for i in range(first_step, config.total_steps):
-        if hooks:
-            hooks.before(i)
-        start_wall = time.time()
-        t0 = time.perf_counter()
-        if i == first_step and first_warmup is not None and config.num_warmup_steps > first_step:
-            first_warmup(step)
-        else:
-            step()
-        timing = StepTiming(start_wall, time.perf_counter() - t0)
-        if hooks:
-            hooks.after(i)
-        is_measured = i >= first_measured
-        if is_measured:
-            measured.append(timing)
-        if reporter:
-            reporter.step_done(i, timing, is_measured)
-    return measured
