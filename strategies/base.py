@@ -109,6 +109,10 @@ class StrategyAdapter(abc.ABC):
     def write_worker_events(self, run, measurements: List[Measurement]) -> None:
         """TensorBoard series of tasks that run no loop of their own (parameter-server workers)."""
 
+    def before_exit(self) -> None:
+        """What must end before the task's process does, records written, without the
+        interpreter's teardown (tfbench.task.end_without_teardown): e.g. Horovod's shutdown."""
+
 
 class SyncAdapter(StrategyAdapter):
     """Strategies whose every step is synchronous and driven by this task's own loop."""

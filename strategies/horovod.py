@@ -44,6 +44,11 @@ class HorovodAdapter(SyncAdapter):
     def local_replicas(self) -> int:
         return 1
 
+    def before_exit(self) -> None:
+        """Horovod's own shutdown (its atexit hook, which the task's exit skips): the ranks leave
+        together, and its timeline and autotune log are complete."""
+        self.hvd.shutdown()
+
     def after_build(self) -> None:
         if self.config.horovod_elastic:
             return  # hvd.elastic.run broadcasts rank 0's state before its first step (a rank joining late too)
