@@ -52,7 +52,9 @@ def gpus() -> list:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-CHECK_BUILD_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "horovod-check-build.json")
+def check_build_cache() -> str:
+    """Where horovod_check_build keeps its answers (under $HOME, read at each call)."""
+    return os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "horovod-check-build.json")
 
 
 def horovod_check_build(refresh: bool = False) -> str:
@@ -65,12 +67,12 @@ def horovod_check_build(refresh: bool = False) -> str:
     if not os.path.exists(horovodrun):
         return "horovodrun not installed"
     key = f"{sys.executable}|horovod {_version('horovod')}|tf {distribution.tensorflow_version()}"
-    cached = None if refresh else json_cache.read(CHECK_BUILD_CACHE).get(key)
+    cached = None if refresh else json_cache.read(check_build_cache()).get(key)
     if cached:
         return cached
     out = _run_check_build(horovodrun)
     if "Available Frameworks" in out:
-        json_cache.write(CHECK_BUILD_CACHE, key, out)
+        json_cache.write(check_build_cache(), key, out)
     return out
 
 
