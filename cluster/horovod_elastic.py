@@ -70,11 +70,13 @@ def write_discovery_script(directory: str, addresses: List[str]) -> str:
 
 
 def command(plan: ClusterPlan, run_path: str, script: str, min_workers: int,
-            cooldown: Tuple[int, int] = COOLDOWN_S, horovodrun: Optional[str] = None) -> List[str]:
-    """horovodrun in elastic mode starting `python -m tfbench.task --task horovod` on every host."""
-    horovodrun = horovodrun or os.path.join(os.path.dirname(sys.executable), "horovodrun")
+            cooldown: Tuple[int, int] = COOLDOWN_S, horovodrun: Optional[List[str]] = None) -> List[str]:
+    """horovodrun (cluster.horovodrun) in elastic mode starting `python -m tfbench.task --task horovod`
+    on every host."""
+    from cluster import horovodrun as launcher
+
     n = len(plan.workers)
-    return [horovodrun, "--gloo", "-np", str(n), "--min-np", str(min_workers or 1), "--max-np", str(n),
+    return [*(horovodrun or launcher.command()), "--gloo", "-np", str(n), "--min-np", str(min_workers or 1), "--max-np", str(n),
             "--host-discovery-script", script, "--blacklist-cooldown-range", *map(str, cooldown),
             "--network-interface", "lo",
             sys.executable, "-m", "tfbench.task", "--run_dir", run_path, "--task", "horovod"]

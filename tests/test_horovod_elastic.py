@@ -59,7 +59,7 @@ def test_each_rank_gets_a_host_and_the_task_follows_the_host(tmp_path):
     assert "worker_1 on 127.0.1.2" in horovod_elastic.describe(2)
     script = horovod_elastic.write_discovery_script(str(tmp_path), addresses)
     assert subprocess.run([script], capture_output=True, text=True).stdout.split() == [f"{a}:1" for a in addresses]
-    command = horovod_elastic.command(plan, "/runs/r", script, min_workers=0, horovodrun="horovodrun")
+    command = horovod_elastic.command(plan, "/runs/r", script, min_workers=0, horovodrun=["horovodrun"])
     assert command[:9] == ["horovodrun", "--gloo", "-np", "3", "--min-np", "1", "--max-np", "3",
                            "--host-discovery-script"]
     assert ["--blacklist-cooldown-range", "1", "2"] == command[10:13] and command[-2:] == ["--task", "horovod"]

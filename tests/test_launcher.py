@@ -288,8 +288,7 @@ def test_horovod_ranks_in_other_sessions_are_killed(tmp_path):
 def test_default_commands_run_the_task_module(tmp_path):
     plan, run, config = setup_run(tmp_path, strategy="horovod")
     group = launcher.default_group_command(run)(plan)
-    assert group[:6] == [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "--gloo", "-np", "2",
-                         "-H", "localhost:2"]
+    assert group[:8] == [sys.executable, "-m", "cluster.horovodrun", "--gloo", "-np", "2", "-H", "localhost:2"]
     assert group[-4:] == ["--run_dir", run.path, "--task", "horovod"]
     task = launcher.default_command(run)(plan.task("worker_1"))
     assert task == [sys.executable, "-m", "tfbench.task", "--run_dir", run.path, "--task", "worker_1"]

@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import portpicker
 
-from cluster import horovod_elastic, netns, netns_exec, private_net
+from cluster import horovod_elastic, horovodrun, netns, netns_exec, private_net
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, unit_env
 from cluster.ports import is_local, port_is_free
 from cluster.spec import ClusterPlan, TaskSpec
@@ -28,12 +28,11 @@ MAX_PORT_CHECKS = 3
 
 
 def default_group_command(run: RunDir, config=None) -> GroupCommand:
-    """horovodrun from the same environment as this Python, starting every rank's task."""
+    """horovodrun (cluster.horovodrun) from the same environment as this Python, starting every rank's task."""
     if config is not None and config.horovod_elastic:
         script = os.path.join(run.path, "horovod", horovod_elastic.SCRIPT)
         return lambda plan: horovod_elastic.command(plan, run.path, script, config.horovod_min_workers)
-    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    return lambda plan: [horovodrun, "--gloo", "-np", str(len(plan.workers)), "-H", plan.horovod_hosts,
+    return lambda plan: [*horovodrun.command(), "--gloo", "-np", str(len(plan.workers)), "-H", plan.horovod_hosts,
                          sys.executable, "-m", "tfbench.task", "--run_dir", run.path, "--task", "horovod"]
 
 
