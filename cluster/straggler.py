@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Optional
+from typing import Optional, Sequence
 
 PERIOD_S = 0.02  # shorter than a step of even the tiny model, so each step sees the average
 
@@ -52,6 +52,26 @@ class Straggler:
             return True
         except (ProcessLookupError, PermissionError):
             return False
+
+
+class OnceReady:
+    """The straggler of a launch: its duty cycle starts once its task reports ready, so its steps
+    are slow and its start-up (TensorFlow's import, its server) is not, which would only delay the
+    run's first step; a task that reports no progress (a ps) is slow from its start."""
+
+    def __init__(self, task: str, pgid: int, config, progress_tasks: Sequence[str]):
+        self.task, self.pgid, self.slowdown = task, pgid, config.straggler_slowdown
+        self.running: Optional[Straggler] = None
+        if task not in progress_tasks:
+            self.poll(True)
+
+    def poll(self, ready: bool) -> None:
+        if ready and self.running is None:
+            self.running = Straggler(self.pgid, self.slowdown).start()
+
+    def stop(self) -> None:
+        if self.running is not None:
+            self.running.stop()
 
 
 def describe(task: str, slowdown: float) -> dict:

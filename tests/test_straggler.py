@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from cluster.straggler import Straggler
+from cluster.straggler import OnceReady, Straggler
 from tfrun import cluster_record, task_records
 
 BUSY = [sys.executable, "-c", "while True: pass"]
@@ -38,6 +38,32 @@ def test_stopping_after_the_process_ended_is_harmless():
     straggler = Straggler(proc.pid, slowdown=2.0).start()
     time.sleep(0.1)
     straggler.stop()
+
+
+class _Config:
+    straggler_slowdown = 4.0
+
+
+def test_a_task_is_slowed_once_it_reports_ready_and_a_ps_from_its_start():
+    proc = subprocess.Popen(BUSY, start_new_session=True)
+    try:
+        worker = OnceReady("worker_1", proc.pid, _Config(), progress_tasks=["worker_0", "worker_1"])
+        worker.poll(False)
+        assert worker.running is None  # still starting: TensorFlow's import runs at full speed
+        worker.poll(True)
+        started = worker.running
+        assert started is not None and started.slowdown == 4.0
+        worker.poll(True)
+        assert worker.running is started  # one duty cycle, however often it is polled
+        worker.stop()
+        ps = OnceReady("ps_0", proc.pid, _Config(), progress_tasks=["worker_0", "worker_1"])
+        assert ps.running is not None  # reports no progress: slowed from its start
+        ps.stop()
+        time.sleep(0.1)
+        assert psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.slow

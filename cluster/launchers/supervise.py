@@ -3,9 +3,8 @@
 Each unit runs in a process group of its own, logs to tasks/<name>.log and reports progress
 through tasks/<name>.progress (tfbench.loop.progress). supervise() watches exit codes and progress,
 shows a status line and says when every measuring task is ready; it ends the run on the first
-failure, a stall (watchdog), the deadline or SIGINT / SIGTERM, stopping every process it started
-and every process those started (teardown); cluster.outcome then merges the tasks' records. What
-differs between launchers is behind cluster.launchers.base.Launcher.
+failure, a stall (watchdog), the deadline or SIGINT / SIGTERM, stopping every process it started and
+those started (teardown); cluster.outcome merges the records. Launchers differ behind base.Launcher.
 """
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from cluster.run_setup import write_plan
 from cluster.signals import CaughtSignals, signal_name
 from cluster.spec import ClusterPlan
 from cluster.status import StatusLine, all_ready, describe, phase_text
-from cluster.straggler import Straggler
+from cluster.straggler import OnceReady
 from tfbench.config import RunConfig, faults as faults_lib
 from tfbench.loop import progress
 from tfbench.results import records
@@ -156,7 +155,7 @@ class _Attempt:
         self.others: Dict[psutil.Process, None] = {}
         self.ready = False
         self.started_at = time.monotonic()
-        self.stragglers: List[Straggler] = []
+        self.stragglers: List[OnceReady] = []
         self.faults: Optional[FaultInjector] = faults  # shared by the attempts: each fault applies once
 
     def run(self, first: bool) -> Ending:
@@ -186,7 +185,7 @@ class _Attempt:
             self._pin(self.processes[-1])
             self._monitor(unit.name, self.processes[-1].popen.pid)
             if unit.name == self.config.straggler_task:  # its own session: the pid is the group
-                self.stragglers.append(Straggler(self.processes[-1].popen.pid, self.config.straggler_slowdown).start())
+                self.stragglers.append(OnceReady(unit.name, self.processes[-1].popen.pid, self.config, self.measuring))
         return None
 
     def _pin(self, process: _Process) -> None:
@@ -223,6 +222,8 @@ class _Attempt:
         if self.caught.name:
             return Ending("failed", None, f"interrupted by {self.caught.name}")
         self._read_progress(now)
+        for straggler in self.stragglers:
+            straggler.poll(progress.reached(self.progress.get(straggler.task), "ready"))
         if self.faults is not None:
             self.faults.tick(self.progress, self._fault_target)
             self.faults.watch_recovery()
@@ -298,16 +299,15 @@ class _Attempt:
         return None
 
     def _tasks_done(self, unit: Unit) -> bool:
-        """A group unit with servers in it whose finishing tasks are all done: the servers never
-        end by themselves and are stopped at teardown. (A group without servers ends by itself.)"""
+        """A group unit with servers whose finishing tasks are all done: the servers never end by
+        themselves, teardown stops them (a group without servers ends by itself)."""
         watched = [n for n in unit.tasks if n in self.watched]
         servers = any(t.service for t in self.plan.tasks if t.name in unit.tasks)
         return servers and bool(watched) and all(progress.reached(self.progress.get(n), "done") for n in watched)
 
     def _laggard(self, names) -> str:
-        """Of a group's tasks, the one whose process was seen to end first before it was done;
-        else (none seen, or several at once, e.g. tasks on other nodes) the finishing one
-        furthest behind, else the first."""
+        """Of a group's tasks, the one whose process was seen to end first before it was done; else (none
+        seen, or several at once, e.g. tasks on other nodes) the finishing one furthest behind, else the first."""
         gone = [n for n in names if n in self.gone_at]
         first = [n for n in gone if self.gone_at[n] == min(self.gone_at[g] for g in gone)]
         if len(first) == 1:
