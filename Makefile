@@ -36,11 +36,15 @@ slurm:
 run: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml --sweep_dir=sweeps/quick-$$(date +%Y%m%d-%H%M%S)
 
+# The tests that start neither TensorFlow nor daemons nor namespaces run on both cores at once
+# (pytest-xdist); the rest one at a time, as they pin tasks to cores and time what they start.
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n 2 -m "not slow and not root" tests; fast=$$?; \
+	$(PY) -m pytest -m "slow or root" tests; rest=$$?; \
+	test $$fast -eq 0 && test $$rest -eq 0
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not root" tests
+	$(PY) -m pytest -n 2 -m "not slow and not root" tests
 
 # Side by side: tfbench vs a minimal loop, bf16 vs fp32, fraction of the GEMM peak, 2 vs 1
 # one-core workers (MWMS, Horovod); then the monitor's cost. About 10 minutes on 2 cores.

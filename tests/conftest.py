@@ -96,9 +96,18 @@ def fast_run(config) -> bool:
     return "not slow" in expression and "not root" in expression
 
 
+def xdist_worker(config) -> bool:
+    """A pytest-xdist worker process (make test runs the fast tests on both cores)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config):
-    """In a fast run: the guard here and in every Python process the tests start."""
+    """In a fast run: the guard here and in every Python process the tests start (an xdist
+    worker is one of those: it shares the guard and directory of the pytest that started it)."""
     if not fast_run(config):
+        return
+    if xdist_worker(config) and os.environ.get("TFBENCH_FAST_GUARD_DIR"):
+        config.stash[_GUARD_DIR] = os.environ["TFBENCH_FAST_GUARD_DIR"]
         return
     import importlib.util
     import tempfile
@@ -128,7 +137,7 @@ def tensorflow_imports(config) -> list:
 
 def pytest_unconfigure(config):
     directory = config.stash.get(_GUARD_DIR, None)
-    if directory is not None:
+    if directory is not None and not xdist_worker(config):
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -136,14 +145,18 @@ def pytest_unconfigure(config):
 def _no_tensorflow_in_a_fast_run(request):
     before = set(tensorflow_imports(request.config))
     yield
-    new = [line for line in tensorflow_imports(request.config) if line not in before]
+    new = [line for line in tensorflow_imports(request.config)
+           if line not in before and line.startswith(request.node.nodeid + " ")]  # not another worker's test
     if new:
         pytest.fail("a fast test imported TensorFlow (mark it slow):\n" + "\n".join(new), pytrace=False)
 
 
 def pytest_sessionfinish(session, exitstatus):
     """Fails the suite when it leaves anything behind that was not there at its start
-    (cluster.leftovers), however every test ended."""
+    (cluster.leftovers), however every test ended; under xdist, pytest that started the workers
+    checks once they are all done (a worker would see the other's processes)."""
+    if xdist_worker(session.config):
+        return
     before = session.config.stash.get(_BEFORE, None)
     left = suite_leftovers(before, LEFTOVER_GRACE_S) if before is not None else []
     session.config.stash[_LEFT] = left
