@@ -1,26 +1,26 @@
 # tfbench entry points. `make run` and `make test` set everything up on a fresh machine:
-# a virtualenv in .venv, the pinned requirements, and Horovod (built once, wheel cached in
+# a virtualenv with the pinned requirements, and Horovod (built once, wheel cached in
 # ~/.cache/tfbench/wheels). Set-up is skipped when already done.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-REQ_STAMP := $(VENV)/.requirements-$(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
-HVD_STAMP := $(VENV)/.horovod
+REQ_HASH := $(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
+REQ_STAMP := $(VENV)/.requirements-$(REQ_HASH)
+HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/dev/null | cut -c1-12)
+# The environment lives once per interpreter and requirements under the user's cache, and every
+# clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
+SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
 .PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
-$(REQ_STAMP): requirements.txt
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	@rm -f $(VENV)/.requirements-* && touch $@
+$(REQ_STAMP): | requirements.txt
+	@bash tools/scripts/setup_venv.sh "$(PYTHON)" "$(VENV)" "$(SHARED_VENV)" "$@"
 
-$(HVD_STAMP): $(REQ_STAMP) tools/scripts/build_horovod.sh
-	VENV=$(VENV) bash tools/scripts/build_horovod.sh
-	@touch $@
+$(HVD_STAMP): | $(REQ_STAMP)
+	@test -e $@ || { VENV=$(VENV) bash tools/scripts/build_horovod.sh && rm -f $(VENV)/.horovod* && touch $@; }
 
 horovod: $(HVD_STAMP)
 

@@ -61,12 +61,13 @@ def horovod_check_build(refresh: bool = False) -> str:
     """`horovodrun --check-build`: which frameworks, controllers and tensor operations it has.
 
     It imports TensorFlow and took 10-30 s on 2 shared cores before every Horovod run's tasks
-    could start, so its answer is cached per Horovod and TensorFlow version and interpreter; the
+    could start, so its answer is cached per Horovod and TensorFlow version and environment; the
     Horovod install (tools/scripts/build_horovod.sh) runs it with `refresh` and fills the cache."""
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if not os.path.exists(horovodrun):
         return "horovodrun not installed"
-    key = f"{sys.executable}|horovod {_version('horovod')}|tf {distribution.tensorflow_version()}"
+    # the environment's real path: clones linking one shared environment (make setup) share the answer
+    key = f"{os.path.realpath(sys.prefix)}|horovod {_version('horovod')}|tf {distribution.tensorflow_version()}"
     cached = None if refresh else json_cache.read(check_build_cache()).get(key)
     if cached:
         return cached
