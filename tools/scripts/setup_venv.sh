@@ -20,7 +20,7 @@ flock 9
 if [ -e "$STAMP" ]; then
   exit 0  # another clone installed them while this one waited
 fi
-test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
+test -x "$VENV/bin/python" || "$PYTHON" -m venv "$target"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt
 rm -f "$VENV"/.requirements-*
