@@ -2,6 +2,7 @@
 library's own rule, saved and read back by tunings, and reaching the live strategy in a run."""
 import json
 import os
+import time
 
 import pytest
 
@@ -79,6 +80,44 @@ def test_tune_grid_changes_one_knob_at_a_time_from_the_default():
     base = {"ps_partitioner": "min_size", "ps_placer": "round_robin"}
     assert knobs.tune_points(RunConfig(strategy="parameter_server", num_workers=2, num_ps=2))[1:] == [
         dict(base, ps_partitioner="none"), dict(base, ps_partitioner="fixed"), dict(base, ps_placer="greedy")]
+
+
+def fake_points(rates):
+    """tune.run_point replaced: point i runs at rates[i] images/sec with no spread of its own."""
+    ran = []
+
+    def run_point(config, point, points_dir):
+        ran.append(point.index)
+        return {"run_id": f"p{point.index}", "elapsed_s": 0.0, "status": "ok",
+                "images_per_sec": rates[point.index], "ci_share": 0.0, "communication_ms": 1.0}
+    return ran, run_point
+
+
+@pytest.mark.parametrize("rates, ran_order, best", [
+    ((10.0, 10.3, 5.0), [0, 1, 2, 1, 0, 1, 0], 0),  # 0 and 1 overlap: both again, twice; the default stays
+    ((10.0, 20.0, 5.0), [0, 1, 2], 1),  # 1 beats the default beyond both intervals: no repeat
+])
+def test_tune_repeats_the_two_best_while_they_overlap_and_keeps_the_default_unless_beaten(
+        tmp_path, monkeypatch, rates, ran_order, best):
+    from tfbench import tune
+
+    ran, run_point = fake_points(rates)
+    monkeypatch.setattr(tune, "run_point", run_point)
+    config = RunConfig(strategy="multi_worker_mirrored", num_workers=2, logdir=str(tmp_path), run_id="t")
+    assert tune.tune(config, budget_s=600, store=str(tmp_path / "tuned.json")) == 0
+    assert ran == ran_order
+    document = json.load(open(tmp_path / "t" / "tune.json"))
+    assert document["best"]["knobs"] == document["points"][best]["knobs"]
+
+
+def test_tune_stops_at_its_budget(tmp_path, monkeypatch):
+    from tfbench import tune
+
+    ran, run_point = fake_points((10.0, 10.3, 5.0))
+    monkeypatch.setattr(tune, "run_point", lambda *a: time.sleep(0.05) or run_point(*a))
+    config = RunConfig(strategy="multi_worker_mirrored", num_workers=2, logdir=str(tmp_path), run_id="t")
+    assert tune.tune(config, budget_s=0.02, store=str(tmp_path / "tuned.json")) == 0
+    assert ran == [0]  # the budget was spent by the first point: no other point, no repeat
 
 
 def test_saved_tunings_feed_sweep_points_tuned_only_where_they_differ(tmp_path, monkeypatch):
@@ -168,7 +207,7 @@ def test_tune_runs_its_grid_and_saves_the_best(tmp_path, logdir):
     store = tmp_path / "tuned.json"
     result = run_cli("--model=tiny", "--image_size=16", "--num_classes=10", "--batch_size=4", "--num_warmup_steps=2",
                      "--num_steps=3", "--strategy=multi_worker_mirrored", "--num_workers=2", "--tune",
-                     "--tune_budget=40", f"--tune_store={store}", f"--logdir={logdir}", "--run_id=tuning", timeout=600)
+                     "--tune_budget=15", f"--tune_store={store}", f"--logdir={logdir}", "--run_id=tuning", timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.load(open(os.path.join(logdir, "tuning", "tune.json")))
     assert [p["knobs"] for p in document["points"]] == [{"mwms_bytes_per_pack": v} for v in (0, 4 * MIB, 32 * MIB)]
