@@ -57,6 +57,21 @@ def clusters(tmp_path_factory):
     assert not left, f"processes left behind by the shared runs: {left}"
 
 
+RESNET50_PREDICT = ["predict", "--strategy=parameter_server", "--num_ps=1", "--num_workers=1,16,64,256,1024",
+                    "--link_bandwidth=1gbe", "--model=resnet50", "--batch_size=32", "--compute_ms_per_image=100"]
+
+
+@pytest.fixture(scope="session")
+def resnet50_counted(tmp_path_factory):
+    """`python -m tools.model predict` of ResNet50 at 224 px with an empty model-count cache: the real
+    count (TensorFlow in a child process), made once per session; (its result, the cache it filled).
+    Tests that only need the count copy the cache instead of counting again (13 s each)."""
+    cache = tmp_path_factory.mktemp("counts") / "counts.json"
+    result = run_cli(*RESNET50_PREDICT, module="tools.model", timeout=300,
+                     env={"TFBENCH_MODEL_MEMORY_CACHE": str(cache)})
+    return result, cache
+
+
 @pytest.fixture
 def logdir(tmp_path):
     path = tmp_path / "runs"

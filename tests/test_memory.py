@@ -2,6 +2,7 @@
 inside a task after every task had imported TensorFlow)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -97,7 +98,8 @@ def test_every_registered_model_stays_under_the_bounds(model):
 
 
 @pytest.mark.slow
-def test_cli_refuses_an_impossible_batch_before_starting_anything(tmp_path):
+def test_cli_refuses_an_impossible_batch_before_starting_anything(tmp_path, resnet50_counted):
+    shutil.copy(resnet50_counted[1], tmp_path / "cache.json")  # ResNet50 at 224 px, counted once per session
     env = dict(os.environ, **{memory.CACHE_ENV: str(tmp_path / "cache.json")})
     proc = subprocess.run([sys.executable, "-m", "tfbench", "--model=resnet50", "--image_size=224",
                            "--batch_size=100000", f"--logdir={tmp_path / 'runs'}"],

@@ -9,14 +9,13 @@ import sys
 import pytest
 
 import tfbench.config as config_lib
-from conftest import ROOT, run_cli
+from conftest import RESNET50_PREDICT, ROOT, run_cli
 from tfbench.perfmodel import links
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel.params import ParamsError
 
 RESNET50 = {"params": 25_583_592, "variables": 214, "activation_floats": 1, "largest_floats": 1}
-HEADLINE = ["predict", "--strategy=parameter_server", "--num_ps=1", "--num_workers=1,16,64,256,1024",
-            "--link_bandwidth=1gbe", "--model=resnet50", "--batch_size=32", "--compute_ms_per_image=100"]
+HEADLINE = RESNET50_PREDICT
 
 
 @pytest.fixture
@@ -250,10 +249,11 @@ def test_help_lists_the_verbs_and_the_predict_flags():
 
 
 @pytest.mark.slow
-def test_predict_counts_resnet50_from_its_graph(tmp_path):
-    """End to end with the real count (TensorFlow in a child process, then cached)."""
-    cache = tmp_path / "counts.json"
-    result = model_cli(*HEADLINE, env={"TFBENCH_MODEL_MEMORY_CACHE": str(cache)}, timeout=300)
+def test_predict_counts_resnet50_from_its_graph(resnet50_counted):
+    """End to end with the real count (TensorFlow in a child process, then cached): the session's
+    `resnet50_counted` run of HEADLINE."""
+    result, cache = resnet50_counted
+    assert result.args[3:] == HEADLINE
     assert result.returncode == 0, result.stderr
     counted = json.loads(cache.read_text())["resnet50|224px|1000 classes|NHWC"]
     assert counted["params"] == RESNET50["params"] and counted["variables"] > 100
