@@ -76,7 +76,8 @@ def command(plan: ClusterPlan, run_path: str, script: str, min_workers: int,
     from cluster import horovodrun as launcher
 
     n = len(plan.workers)
-    return [*(horovodrun or launcher.command()), "--gloo", "-np", str(n), "--min-np", str(min_workers or 1), "--max-np", str(n),
+    return [*(horovodrun or launcher.command()), "--gloo", "-np", str(n), "--min-np", str(min_workers or 1),
+            "--max-np", str(n),
             "--host-discovery-script", script, "--blacklist-cooldown-range", *map(str, cooldown),
             "--network-interface", "lo",
             sys.executable, "-m", "tfbench.task", "--run_dir", run_path, "--task", "horovod"]

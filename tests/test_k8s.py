@@ -49,7 +49,8 @@ def plan_in(config_map) -> ClusterPlan:
 
 @pytest.mark.parametrize("run_id", [DEFAULT_ID, default_run_id("resnet50", "multi_worker_mirrored", 2), "PS_Run.1",
                                     "mwms", "9" * 128, "-._-", "A" * 40, "run." + "x" * 120],
-                         ids=["default", "timestamped", "dotted", "short", "long_digits", "punctuation", "upper", "long"])
+                         ids=["default", "timestamped", "dotted", "short", "long_digits", "punctuation", "upper",
+                              "long"])
 def test_names_are_dns_1035_labels_whatever_the_run_id(run_id):
     name = k8s.k8s_name(run_id)
     assert dns1035_label(name) and len(name) <= k8s.NAME_MAX
