@@ -12,6 +12,7 @@ set -euo pipefail
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 
 VENV=${VENV:-.venv}
+VENV=$(cd "$VENV" && pwd -P)  # a link to a shared environment (make setup): scripts name its own path
 PY="$VENV/bin/python"
 HVD_VERSION=0.28.1
 CACHE=${TFBENCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfbench/wheels}

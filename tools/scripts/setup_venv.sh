@@ -20,8 +20,10 @@ flock 9
 if [ -e "$STAMP" ]; then
   exit 0  # another clone installed them while this one waited
 fi
-test -x "$VENV/bin/python" || "$PYTHON" -m venv "$target"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -r requirements.txt
-rm -f "$VENV"/.requirements-*
+# pip writes its interpreter's path into every script it installs (tensorboard, horovodrun):
+# the environment's own path, never the clone's link to it, which goes when the clone does
+test -x "$target/bin/python" || "$PYTHON" -m venv "$target"
+"$target/bin/python" -m pip install --quiet --upgrade pip
+"$target/bin/python" -m pip install --quiet -r requirements.txt
+rm -f "$target"/.requirements-*
 touch "$STAMP"
