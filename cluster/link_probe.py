@@ -36,6 +36,7 @@ PROBE_BUDGET_S = 1.0  # round trips and repeated messages are cut to about this 
 SMALLEST, LARGEST, STEP = 1024, 4 * 2 ** 20, 8
 MESSAGE_BUDGET_S = 0.1  # the largest message takes about this long at the measured throughput
 STREAM_S, STREAM_SKIP_S = 0.3, 0.1
+STREAM_BYTES = 2 ** 20  # a shaped stream is counted for at least this many bytes at the link's rate
 STARTUP_RTTS = 12  # a stream's first round trips (slow start, BBR's start-up) are not counted
 STREAM_RTTS = 2  # ... and it is counted for at least this many round trips
 TIMEOUT_S = 10.0
@@ -62,7 +63,7 @@ def probe(net) -> dict:
     samples, repeats = samples_for(first)
     rtt = statistics.median(exchange(src, dst, [1] * samples))
     skip = max(STREAM_SKIP_S, STARTUP_RTTS * rtt)
-    seconds = max(STREAM_S, STREAM_RTTS * rtt)
+    seconds = max(STREAM_S, STREAM_RTTS * rtt, STREAM_BYTES * 8 / net.rate_bps if net.shaped else 0.0)
     forward, backward = stream(src, dst, seconds, skip), stream(dst, src, seconds, skip)
     sizes = message_sizes(min(forward["bps"], backward["bps"]) / 8)
     timed = exchange(src, dst, [s for _ in range(repeats) for s in sizes])

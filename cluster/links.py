@@ -24,8 +24,13 @@ BRIDGE = "br0"
 HOST_IFACE = "eth0"
 PREFIXLEN = 24
 BURST_S = 0.004  # tokens for 4 ms at the link rate
-MIN_BURST = 32 * 1024
+MIN_BURST = 2 * 1514  # two full Ethernet frames: tbf sends no frame larger than its burst
 QUEUE_S = 0.05  # at most 50 ms of data waits in a link's queue
+# ... but at least 256 KiB (about 180 full frames, a switch port's share of its buffer): a TSO packet
+# of 64 KB enters at once, and 16 senders converging on one slow host (a ps answering 16 pulls) keep
+# a few frames each, enough for fast retransmit; with 64 KiB they lose whole windows and wait out
+# TCP's retransmission timeouts (incast: 16 x 154 kB at 5 Mbit/s took 5.7 s instead of 4.1)
+MIN_QUEUE = 256 * 1024
 TCP_PAYLOAD_SHARE = 1448 / 1514  # payload of a full Ethernet frame with TCP timestamps
 
 
@@ -157,7 +162,7 @@ def tbf_params(rate_bps: int) -> dict:
     """tbf's rate (bytes/s), burst (a few ms at the rate) and queue limit (QUEUE_S of data) in bytes."""
     rate = rate_bps // 8
     burst = max(int(rate * BURST_S), MIN_BURST)
-    return {"rate": rate, "burst": burst, "limit": int(rate * QUEUE_S) + burst}
+    return {"rate": rate, "burst": burst, "limit": max(int(rate * QUEUE_S), MIN_QUEUE) + burst}
 
 
 def _index(ipr, ifname: str) -> int:

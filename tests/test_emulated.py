@@ -90,6 +90,62 @@ def test_shaped_rate_between_two_hosts_is_the_configured_rate(rate):
     assert [n for n in netns.list_namespaces() if netns.key_of(n) == key] == []
 
 
+def fan_out_s(net, sender, receivers, nbytes: int) -> float:
+    """Seconds until each of `receivers` has `nbytes` that `sender` sent to all of them at once over
+    one TCP connection each (a ps answering every worker's pull)."""
+    def listen(host):
+        def make():
+            s = socket.socket()
+            s.bind((host.address, 0))
+            s.listen(1)
+            return s
+        return netns_exec.run_in(host.netns, make)
+
+    def connect(address):
+        return netns_exec.run_in(sender.netns, lambda: socket.create_connection(address, timeout=30))
+
+    servers = [listen(h) for h in receivers]
+    outgoing = [connect(s.getsockname()) for s in servers]
+    incoming = [s.accept()[0] for s in servers]
+    done = [0.0] * len(receivers)
+    start = time.monotonic()
+
+    def receive(i):
+        got = 0
+        while got < nbytes:
+            got += len(incoming[i].recv(1 << 20))
+        done[i] = time.monotonic() - start
+
+    threads = ([threading.Thread(target=outgoing[i].sendall, args=(b"x" * nbytes,)) for i in range(len(receivers))]
+               + [threading.Thread(target=receive, args=(i,)) for i in range(len(receivers))])
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for s in servers + outgoing + incoming:
+        s.close()
+    return max(done)
+
+
+def test_sixteen_flows_into_one_slow_link_take_their_wire_time():
+    """Sixteen hosts pulling 100 kB each from one host over 5 Mbit/s links (a ps and its workers):
+    the sender's queue holds a few frames of every flow, so TCP recovers losses by fast
+    retransmit instead of waiting out retransmission timeouts (incast), and every round ends
+    within 15% of 16 x 100 kB at the link's goodput."""
+    rate, nbytes, n = 5 * 10 ** 6, 100_000, 16
+    key = netns.run_key("test-incast")
+    netns.claim(key, "test-incast")
+    net = links.plan_network(key, n + 1, rate)
+    try:
+        links.build(net)
+        rounds = [fan_out_s(net, net.hosts[n], net.hosts[:n], nbytes) for _ in range(3)]
+    finally:
+        assert netns.remove_run(key) == []
+    wire = n * nbytes * 8 / links.expected_goodput(rate)
+    print(f"16 x {nbytes} bytes at 5 Mbit/s: rounds {[round(r, 2) for r in rounds]} s, wire time {wire:.2f} s")
+    assert max(rounds) <= 1.15 * wire
+
+
 def test_success_runs_each_task_in_its_host_and_leaves_nothing(tmp_path):
     plan, run, config = setup_run(tmp_path, strategy="parameter_server", ps_placement="separate",
                                   envs={n: {"FAKE_MODE": "serve"} for n in ("worker_0", "worker_1", "ps_0")})

@@ -72,6 +72,17 @@ def test_network_names_and_addresses_fit_the_kernel_limits():
     assert netns.key_of("other-ns") is None and netns.key_of("tfb-toolong1-h0") is None
 
 
+@pytest.mark.parametrize("rate_bps,burst,limit", [
+    (5 * 10 ** 6, 2 * 1514, 256 * 1024 + 2 * 1514),  # slow: two frames of burst, 256 KiB of queue
+    (100 * 10 ** 6, 50_000, 625_000 + 50_000),  # 4 ms of burst, 50 ms of queue
+])
+def test_tbf_burst_and_queue(rate_bps, burst, limit):
+    """A slow link lets no burst of several frames through after an idle spell (a 32 KiB burst is a
+    fifth of a 154 kB pull at 5 Mbit/s), and its queue holds enough frames of many flows for fast
+    retransmit (tests/test_emulated.py measures the incast it avoids)."""
+    assert links.tbf_params(rate_bps) == {"rate": rate_bps // 8, "burst": burst, "limit": limit}
+
+
 def test_stale_runs_are_those_whose_owner_is_gone(tmp_path, monkeypatch):
     monkeypatch.setattr(netns, "OWNER_DIR", str(tmp_path))
     monkeypatch.setattr(netns, "NETNS_DIR", str(tmp_path / "none"))
