@@ -102,6 +102,10 @@ model-scale: setup
 		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --strategy=parameter_server \
 			--ps_placement=collocated --num_workers=$$n --num_ps=$$n --sweep_dir=$$d/ps-k$$n --report=false; \
 	done; \
+	for k in 2 3; do \
+		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --strategy=parameter_server \
+			--num_workers=4 --num_ps=$$k --sweep_dir=$$d/ps-sep$$k --report=false; \
+	done; \
 	$(PY) -m tools.model scale $$d
 
 # Worker idleness and images/sec against link latency (0-200 ms, the user-space delay line):

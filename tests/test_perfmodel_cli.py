@@ -92,7 +92,9 @@ def _broken(change):
 
 @pytest.mark.parametrize("change,message", [
     (lambda d: d.update(schema="other"), "schema must be"),
-    (lambda d: d.update(version=3), "version 3 is newer"),
+    (lambda d: d.update(version=params_lib.VERSION + 1), "is newer than this tfbench reads"),
+    (lambda d: d["duplex_chi"].update(horovod={"value": 0.5, "from_runs": ["r"]}), "duplex_chi key must be one of"),
+    (lambda d: d["duplex_chi"].update(parameter_server_sync={"value": 1.5, "from_runs": ["r"]}), "at most 1"),
     (lambda d: d["link_efficiency"].update(horovod={"value": 1.5, "from_runs": ["r"]}), "at most 1"),
     (lambda d: d.update(extra=1), "unknown field 'extra'"),
     (lambda d: d["compute"][0].pop("cores"), "compute[0] lacks cores"),

@@ -1,6 +1,7 @@
 """Fitting and validating the performance model (tfbench.perfmodel.fit, .validate, .observations)
 on synthetic run records made by the model itself from known parameters: the fit must recover
 them, and validation must predict the held-out runs. No TensorFlow."""
+import dataclasses
 import os
 
 import pytest
@@ -17,8 +18,10 @@ W = 2.12e6  # bytes, LeNet at 64 px
 MS_PER_IMAGE, BATCH = 1.25, 32
 ALPHA_S = {"50mbit": 3e-4, "100mbit": 2e-4, "200mbit": 1.5e-4}
 BETA_BPS = {"50mbit": 4.9e7, "100mbit": 9.7e7, "200mbit": 1.9e8}
-TRUE = {"parameter_server_sync": {"overhead": 0.030, "share": 0.8, "apply": 0.006},
-        "multi_worker_mirrored": {"overhead": 0.008, "share": 0.9, "apply": 0.0}}
+# a synchronous ps fits the share chi of its link's directions that does not overlap (the link at
+# its probed beta); the ring its protocol's share of beta
+TRUE = {"parameter_server_sync": {"overhead": 0.030, "share": 1.0, "chi": 0.4, "apply": 0.006},
+        "multi_worker_mirrored": {"overhead": 0.008, "share": 0.9, "chi": 0.0, "apply": 0.0}}
 
 
 def true_setting(strategy, link, sync=True):
@@ -27,7 +30,7 @@ def true_setting(strategy, link, sync=True):
     return prediction.Setting(strategy=strategy, w_bytes=W, compute_s=MS_PER_IMAGE * BATCH / 1e3, batch_size=BATCH,
                               link=eq.Link(ALPHA_S[link], t["share"] * BETA_BPS[link] / 8), num_ps=1,
                               ps_placement="separate", ps_sync=sync, ps_apply_s=t["apply"], overhead_s=t["overhead"],
-                              extra=sync_step.Extra(chi=fit_lib.DUPLEX_CHI))
+                              extra=sync_step.Extra(chi=t["chi"]))
 
 
 def record(strategy, n, link, run_id):
@@ -72,7 +75,12 @@ def test_fitting_recovers_the_parameters_the_runs_were_made_with():
     assert data["ps_apply_s"]["parameter_server_sync"]["value_s"] == pytest.approx(0.006)
     for key, true in TRUE.items():
         assert data["overhead_s"][key]["value_s"] == pytest.approx(true["overhead"], abs=1e-4)
-        assert data["link_efficiency"][key]["value"] == pytest.approx(true["share"], rel=1e-3)
+        if key == "parameter_server_sync":
+            assert data["duplex_chi"][key]["value"] == pytest.approx(true["chi"], abs=1e-3)
+            assert key not in data["link_efficiency"]
+        else:
+            assert data["link_efficiency"][key]["value"] == pytest.approx(true["share"], rel=1e-3)
+            assert key not in data["duplex_chi"]
         assert len(data["overhead_s"][key]["from_runs"]) == 9
     ps_checks = [c for c in data["bytes_per_step"] if c["host"] == "ps"]
     assert ps_checks and all(c["measured_bytes"] == pytest.approx(c["predicted_bytes"]) for c in ps_checks)
@@ -137,3 +145,38 @@ def test_workers_sharing_a_core_compute_slower_and_the_fit_knows_it():
     assert data["compute"][0]["ms_per_image"] == pytest.approx(MS_PER_IMAGE)
     assert fit_lib.setting(crowded, data).compute_s == pytest.approx(2 * MS_PER_IMAGE * BATCH / 1e3)
 
+
+
+def ps_run(placement, n, k, tx):
+    """A synchronous ps run's observation whose hosts h0... sent `tx` bytes per global step."""
+    config = {"strategy": "parameter_server", "num_workers": n, "ps_placement": placement, "ps_sync": True,
+              "batch_size": BATCH, "model": "lenet", "mode": "train", "precision": "fp32", "image_size": 64,
+              "num_classes": 10, "network": "emulated", "link_bandwidth": "50mbit"}
+    cluster = {"status": "ok", "num_ps": k, "cores_per_worker": 1, "images_per_sec": 10.0,
+               "step_breakdown": {"source": "the coordinator's closures and probes", "step_mean_s": 1.0,
+                                  "mean_s": {"compute": 0.1, "communication": 0.9}},
+               "link_traffic": {f"h{i}": {"tx_bytes_per_step": b} for i, b in enumerate(tx)}}
+    obs, why = from_run(f"ps-{placement}-{n}-{k}", config, cluster, W)
+    assert obs is not None, why
+    return obs
+
+
+def test_each_ps_host_is_checked_against_the_shards_it_holds():
+    """Separate: ps host j moves N*S_j each way per step; collocated: host h moves W + S_h*(N-2)
+    (terms.host_loads); its counter sees that load in TCP frames plus the ACKs of what comes in
+    (terms.wire_bytes); the measured side is each ps host's counter, in plan order."""
+    shards = (0.5 * W, 0.3 * W, 0.2 * W)
+    separate = ps_run("separate", 4, 3, [W] * 4 + [4 * s * 1.05 for s in shards])
+    assert separate.ps_host_tx == pytest.approx([4 * s * 1.05 for s in shards])
+    separate = dataclasses.replace(separate, shard_bytes=shards, shard_variables=(2, 1, 1))
+    checks = fit_lib.ps_host_checks(separate)
+    assert [i for i, _, _ in checks] == [0, 1, 2]
+    wire = 1514 / 1448 + 66 / 2896
+    assert [p for _, p, _ in checks] == pytest.approx([4 * s * wire for s in shards])
+    assert all(m / p == pytest.approx(1.05 / wire) for _, p, m in checks)
+    colloc = dataclasses.replace(ps_run("collocated", 3, 3, [1.0, 2.0, 3.0]), shard_bytes=shards,
+                                 shard_variables=(2, 1, 1))
+    assert [p for _, p, _ in fit_lib.ps_host_checks(colloc)] == pytest.approx([(W + s) * wire for s in shards])
+    assert fit_lib.bytes_checks([colloc])[0]["predicted_bytes"] == pytest.approx(1.5 * W)  # the busiest host
+    # N = k = 1 collocated moves nothing over a link: nothing to check
+    assert fit_lib.ps_host_checks(ps_run("collocated", 1, 1, [5.0])) == []

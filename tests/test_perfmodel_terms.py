@@ -202,3 +202,9 @@ def test_user_csv_is_read_and_bad_rows_are_one_line(tmp_path):
     with pytest.raises(published.CsvError, match="missing workers, gpus_per_node, images_per_sec"):
         published.load_csv(str(tmp_path / "none.csv"), "parameter_server", 32)
     assert np.isfinite(1.0)
+
+
+def test_wire_bytes_are_full_frames_out_and_an_ack_for_every_two_frames_in():
+    assert terms.wire_bytes(1448.0, 0.0) == pytest.approx(1514.0)
+    assert terms.wire_bytes(0.0, 2 * 1448.0) == pytest.approx(66.0)
+    assert terms.wire_bytes(1e6, 1e6) == pytest.approx(1e6 * (1514 / 1448 + 66 / 2896))

@@ -8,13 +8,17 @@
   with its backward pass) to that of a cluster;
 - each link (by --link_bandwidth): the median alpha and beta its runs' link probes measured;
 - the ps apply of synchronous parameter servers: the median apply part;
-- a synchronous ps link's two directions: full duplex, other workers' pulls and pushes
-  interleaving (chi = 0 of tfbench.perfmodel.terms.duplex_s); several ps: the busiest shard as
-  the run placed its variables (the observation's shard bytes), else |w|/k;
-- per strategy, a fixed overhead per step and the share of the measured beta the strategy's
-  protocol gets (gRPC, Gloo): both at once by scipy.optimize.least_squares on the runs' relative
-  step-time errors, everything else held at the values above; with fewer than three runs, or
-  runs that do not vary the bytes on the wire, the share stays 1 and only the overhead is fitted;
+- several ps: the busiest shard as the run placed its variables (the observation's shard bytes),
+  else |w|/k;
+- per strategy, a fixed overhead per step and one more parameter its runs can fix, by
+  scipy.optimize.least_squares on the runs' relative step-time errors, everything else held at
+  the values above: for a synchronous parameter server the share chi of its link's two
+  directions that does not overlap (tfbench.perfmodel.terms.duplex_s: 0, other workers' pulls
+  and pushes interleave; 1, they take turns), free once a run has two or more workers, with the
+  link at the beta its probe measured; for the other strategies the share of the measured beta
+  their protocol gets (gRPC, Gloo), free from three runs that vary the bytes on the wire. At one
+  link rate the two are one slope in N, so each strategy fits one of them, not both. Otherwise
+  chi stays DUPLEX_CHI, the share 1, and only the overhead is fitted;
 - bytes per step: each run's busiest ps and worker link, measured against the equations.
 """
 from __future__ import annotations
@@ -28,13 +32,13 @@ from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction
 from tfbench.perfmodel import sync_step
+from tfbench.perfmodel import terms
 from tfbench.perfmodel.observations import Observation
 
 MIN_RUNS_FOR_EFFICIENCY = 3
-# A synchronous ps link is full duplex: other workers' pulls and pushes interleave on its two
-# directions (terms.duplex_s, chi = 0), as predict assumes by default; sending them one after
-# the other (chi = 1) predicted every held-out ps run of `make model` low, more so with more workers.
+# chi where the runs cannot fix it (every run one worker): full duplex, as predict assumes by default
 DUPLEX_CHI = 0.0
+SYNC_PS = "parameter_server_sync"
 LOWEST_EFFICIENCY = 0.05
 
 
@@ -79,7 +83,7 @@ def ps_apply_entries(observations: Sequence[Observation]) -> Dict[str, dict]:
 
 
 def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
-            efficiency: Optional[float] = None) -> Optional[prediction.Setting]:
+            efficiency: Optional[float] = None, chi: Optional[float] = None) -> Optional[prediction.Setting]:
     """The model's setting of run `o` from the parameters (None: a parameter is missing)."""
     try:
         compute = params_lib.compute_entry(data, *o.compute_key)
@@ -92,6 +96,8 @@ def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
         overhead_s = (params_lib.strategy_value(data, "overhead_s", o.key) or {}).get("value_s", 0.0)
     if efficiency is None:
         efficiency = (params_lib.strategy_value(data, "link_efficiency", o.key) or {}).get("value", 1.0)
+    if chi is None:
+        chi = (params_lib.strategy_value(data, "duplex_chi", o.key) or {}).get("value", DUPLEX_CHI)
     apply = (params_lib.strategy_value(data, "ps_apply_s", o.key) or {}).get("value_s", 0.0)
     # a synchronous step waits for the most crowded worker; asynchronous workers each go at their own pace
     share = o.core_share_mean if o.strategy == "parameter_server" and not o.ps_sync else o.core_share_max
@@ -101,7 +107,7 @@ def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
         num_ps=max(1, o.num_ps), ps_placement=o.ps_placement if o.strategy == "parameter_server" else eq.SEPARATE,
         ps_sync=o.ps_sync, ps_apply_s=apply, overhead_s=overhead_s,
         extra=sync_step.Extra(shard_bytes=o.shard_bytes or None, shard_variables=o.shard_variables or None,
-                              chi=DUPLEX_CHI))
+                              chi=chi))
 
 
 def predicted_step_s(o: Observation, data: dict, **override) -> Optional[float]:
@@ -109,45 +115,76 @@ def predicted_step_s(o: Observation, data: dict, **override) -> Optional[float]:
     return None if s is None else prediction.point(s, o.num_workers).step_s
 
 
-def overhead_and_efficiency(observations: Sequence[Observation], data: dict) -> Tuple[dict, dict]:
-    """(overhead_s table, link_efficiency table) per strategy key."""
-    overheads, efficiencies = {}, {}
+def free_parameter(key: str, group: Sequence[Observation], data: dict) -> Optional[str]:
+    """Which parameter beside the overhead one strategy's runs can fix: 'chi' (a synchronous
+    parameter server with a run of two or more workers), 'efficiency' (three or more runs of
+    another strategy that vary the bytes on the wire) or None."""
+    if key == SYNC_PS:
+        return "chi" if any(o.num_workers >= 2 for o in group) else None
+    wire = {(round(setting(o, data, 0.0, 1.0).link.beta), o.num_workers) for o in group}
+    return "efficiency" if len(group) >= MIN_RUNS_FOR_EFFICIENCY and len(wire) >= 2 else None
+
+
+def per_strategy(observations: Sequence[Observation], data: dict) -> Dict[str, dict]:
+    """{"overhead_s": ..., "link_efficiency": ..., "duplex_chi": ...} tables per strategy key."""
+    tables: Dict[str, dict] = {"overhead_s": {}, "link_efficiency": {}, "duplex_chi": {}}
     by_key: Dict[str, List[Observation]] = {}
     for o in observations:
-        if o.predicted and setting(o, data, 0.0, 1.0) is not None:
+        if o.predicted and setting(o, data, 0.0, 1.0, DUPLEX_CHI) is not None:
             by_key.setdefault(o.key, []).append(o)
     for key, group in sorted(by_key.items()):
-        wire = {(round(setting(o, data, 0.0, 1.0).link.beta), o.num_workers) for o in group}
-        free_efficiency = len(group) >= MIN_RUNS_FOR_EFFICIENCY and len(wire) >= 2
+        free = free_parameter(key, group, data)
 
-        def residuals(x, group=group, free=free_efficiency):
-            eff = x[1] if free else 1.0
-            return [(predicted_step_s(o, data, overhead_s=x[0], efficiency=eff) - o.step_s) / o.step_s for o in group]
+        def residuals(x, group=group, free=free):
+            extra = {"efficiency": x[1] if free == "efficiency" else 1.0,
+                     "chi": x[1] if free == "chi" else DUPLEX_CHI}
+            return [(predicted_step_s(o, data, overhead_s=x[0], **extra) - o.step_s) / o.step_s for o in group]
 
-        start = [0.0, 1.0] if free_efficiency else [0.0]
-        bounds = ([0.0, LOWEST_EFFICIENCY], [np.inf, 1.0]) if free_efficiency else ([0.0], [np.inf])
+        start = {"efficiency": [0.0, 1.0], "chi": [0.0, 0.5], None: [0.0]}[free]
+        low = {"efficiency": [0.0, LOWEST_EFFICIENCY], "chi": [0.0, 0.0], None: [0.0]}[free]
+        high = {"efficiency": [np.inf, 1.0], "chi": [np.inf, 1.0], None: [np.inf]}[free]
         from scipy import optimize  # here: scipy takes a second to import, refusals need none
 
-        result = optimize.least_squares(residuals, start, bounds=bounds)
+        result = optimize.least_squares(residuals, start, bounds=(low, high))
         runs = _runs(group)
-        overheads[key] = {"value_s": float(result.x[0]), "from_runs": runs}
-        if free_efficiency:
-            efficiencies[key] = {"value": float(result.x[1]), "from_runs": runs}
-    return overheads, efficiencies
+        tables["overhead_s"][key] = {"value_s": float(result.x[0]), "from_runs": runs}
+        if free == "efficiency":
+            tables["link_efficiency"][key] = {"value": float(result.x[1]), "from_runs": runs}
+        elif free == "chi":
+            tables["duplex_chi"][key] = {"value": float(result.x[1]), "from_runs": runs}
+    return tables
+
+
+def ps_host_loads(o: Observation) -> List[float]:
+    """Bytes one way per global step on each ps-holding host's link, in the order of
+    Observation.ps_host_tx: the shards as the run placed its variables (terms.host_loads; |w|/k
+    each when the placement is unknown). A synchronous step moves one pull and one push per
+    worker; an asynchronous global step is N updates, the same bytes."""
+    sizes = o.shard_bytes or terms.even_shards(o.w_bytes, max(1, o.num_ps))
+    loads, _ = terms.host_loads(o.num_workers, o.w_bytes, sizes, o.ps_placement)
+    return [float(b) for b in loads]
+
+
+def ps_host_checks(o: Observation) -> List[Tuple[int, float, float]]:
+    """[(ps host index, predicted, measured bytes per global step leaving the host)] of a
+    parameter-server run whose link counters were recorded (emulated hosts): each ps host's
+    load (ps_host_loads) goes out and comes in, so its counter sees terms.wire_bytes(load, load).
+    Hosts the shards leave idle are left out."""
+    if o.strategy != "parameter_server" or not o.ps_host_tx:
+        return []
+    return [(i, terms.wire_bytes(p, p), m) for i, (p, m) in enumerate(zip(ps_host_loads(o), o.ps_host_tx)) if p > 0]
 
 
 def bytes_checks(observations: Sequence[Observation]) -> List[dict]:
-    """Each run's busiest ps and worker link per global step against the equations (sync: one
-    pull and one push; async: a global step is N updates, the same bytes in all). Hosts holding a
-    collocated shard send both its pulls and their worker's pushes."""
+    """Each run's busiest ps and worker link per global step against the equations: the ps hosts
+    by the shards' real bytes (ps_host_loads), a worker host |w| each way (ring: 2(N-1)/N |w|)."""
     checks = []
     for o in observations:
         if not o.bytes_per_step or not o.predicted:
             continue
         if o.strategy == "parameter_server":
-            ps, worker = eq.ps_link_bytes(o.num_workers, o.w_bytes, max(1, o.num_ps), o.ps_placement)
-            # collocated: a shard's host also sends its own worker's push to the other shards
-            predicted = {"ps": ps if o.ps_placement == eq.SEPARATE else ps + worker, "worker": worker}
+            _, worker = eq.ps_link_bytes(o.num_workers, o.w_bytes, max(1, o.num_ps), o.ps_placement)
+            predicted = {"ps": max(ps_host_loads(o), default=0.0), "worker": worker}
         else:
             predicted = {"worker": eq.ring_bytes_per_host(o.num_workers, o.w_bytes)}
         for host, measured in sorted(o.bytes_per_step.items()):
@@ -167,6 +204,6 @@ def fit(observations: Sequence[Observation], compute_from: Optional[Sequence[Obs
     data["compute"] = compute_entries(observations if compute_from is None else compute_from)
     data["links"] = link_entries(observations if compute_from is None else compute_from)
     data["ps_apply_s"] = ps_apply_entries(observations)
-    data["overhead_s"], data["link_efficiency"] = overhead_and_efficiency(observations, data)
+    data.update(per_strategy(observations, data))
     data["bytes_per_step"] = bytes_checks(observations)
     return params_lib.validate(data)

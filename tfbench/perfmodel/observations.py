@@ -47,6 +47,7 @@ class Observation:
     core_share_max: float = 1.0  # ... for the most crowded worker
     shard_bytes: Tuple[float, ...] = ()  # parameter server: trainable bytes per ps as the run placed them
     shard_variables: Tuple[int, ...] = ()  # ... and variables (parts) per ps; () = |w|/k each
+    ps_host_tx: Tuple[float, ...] = ()  # parameter server: tx bytes per global step of each ps-holding host
 
     @property
     def key(self) -> str:
@@ -92,6 +93,7 @@ def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[
         images_per_sec=float(cluster["images_per_sec"]), compute_s=float(mean.get("compute", 0.0)),
         communication_s=float(mean.get("communication", 0.0)), apply_s=float(mean.get("apply", 0.0)),
         compute_measured=split.get("source") in MEASURED_COMPUTE, bytes_per_step=_bytes(cluster, config),
+        ps_host_tx=tuple(_tx(cluster)[h] for h in _ps_hosts(cluster, config)),
         **_core_share(cluster, n)), ""
 
 
@@ -105,18 +107,34 @@ def _core_share(cluster: dict, n: int) -> Dict[str, float]:
     return {"core_share_mean": sum(shares) / len(shares), "core_share_max": float(max(shares))}
 
 
+def _hosts(cluster: dict) -> list:
+    traffic = cluster.get("link_traffic") or {}
+    return sorted(traffic, key=lambda h: int(h[1:]) if h[1:].isdigit() else 0)
+
+
+def _tx(cluster: dict) -> Dict[str, float]:
+    traffic = cluster.get("link_traffic") or {}
+    return {h: float(traffic[h].get("tx_bytes_per_step") or 0.0) for h in _hosts(cluster)}
+
+
+def _ps_hosts(cluster: dict, config: dict) -> list:
+    """The hosts holding a ps, in the order of the plan: after the workers' when separate (one
+    each); when collocated ps j on worker j's host (j mod N), so the first min(k, N) hosts."""
+    if config.get("strategy") != "parameter_server":
+        return []
+    hosts = _hosts(cluster)
+    n, k = int(config.get("num_workers", 1)), int(cluster.get("num_ps") or 0)
+    return hosts[n:n + k] if config.get("ps_placement") == "separate" else hosts[:min(k, n)]
+
+
 def _bytes(cluster: dict, config: dict) -> Dict[str, float]:
     """The most bytes per global step any ps host and any worker host sent on its link
-    (emulated runs record each host's link; hosts follow the plan: ps hosts last when separate)."""
-    traffic = cluster.get("link_traffic") or {}
-    hosts = sorted(traffic, key=lambda h: int(h[1:]) if h[1:].isdigit() else 0)
+    (emulated runs record each host's link)."""
+    hosts = _hosts(cluster)
     if not hosts:
         return {}
-    n, k = int(config.get("num_workers", 1)), int(cluster.get("num_ps") or 0)
-    ps_hosts: list = []
-    if config.get("strategy") == "parameter_server":  # separate: after the workers'; collocated: ps j on worker j's
-        ps_hosts = hosts[n:n + k] if config.get("ps_placement") == "separate" else hosts[:min(k, n)]
-    tx = {h: float(traffic[h].get("tx_bytes_per_step") or 0.0) for h in hosts}
+    ps_hosts = _ps_hosts(cluster, config)
+    tx = _tx(cluster)
     out = {"worker": max(tx[h] for h in (set(hosts) - set(ps_hosts) or hosts))}
     if ps_hosts:
         out["ps"] = max(tx[h] for h in ps_hosts)

@@ -9,6 +9,7 @@ A versioned JSON document; every fitted figure names the runs it came from:
  "ps_apply_s": {"parameter_server_sync" | "parameter_server_async": {"value_s", "from_runs"}},
  "overhead_s": {STRATEGY_KEY: {"value_s", "from_runs"}},           # fixed seconds per step
  "link_efficiency": {STRATEGY_KEY: {"value", "from_runs"}},        # share of beta the protocol gets
+ "duplex_chi": {"parameter_server_sync": {"value", "from_runs"}},  # non-overlapped share of a link's directions
  "bytes_per_step": [{"strategy", "num_workers", "num_ps", "ps_placement", "host" (ps|worker),
                      "predicted_bytes", "measured_bytes", "from_runs"}]}
 
@@ -22,11 +23,12 @@ import os
 from typing import Iterable, Optional
 
 SCHEMA = "tfbench.perfmodel.params"
-VERSION = 2  # 2 added link_efficiency; version 1 files are read as they are
+VERSION = 3  # 2 added link_efficiency, 3 duplex_chi; older files are read as they are
 STRATEGY_KEYS = ("parameter_server_sync", "parameter_server_async", "multi_worker_mirrored", "horovod", "tree")
 PS_KEYS = STRATEGY_KEYS[:2]
 COMPUTE_KEY = ("model", "mode", "precision", "image_size", "num_classes", "batch_size", "cores")
-TOP_LEVEL = ("schema", "version", "compute", "links", "ps_apply_s", "overhead_s", "link_efficiency", "bytes_per_step")
+TOP_LEVEL = ("schema", "version", "compute", "links", "ps_apply_s", "overhead_s", "link_efficiency", "duplex_chi",
+             "bytes_per_step")
 
 
 class ParamsError(ValueError):
@@ -42,7 +44,7 @@ def strategy_key(strategy: str, ps_sync: bool = False) -> str:
 
 def empty() -> dict:
     return {"schema": SCHEMA, "version": VERSION, "compute": [], "links": {}, "ps_apply_s": {}, "overhead_s": {},
-            "link_efficiency": {}, "bytes_per_step": []}
+            "link_efficiency": {}, "duplex_chi": {}, "bytes_per_step": []}
 
 
 def _need(ok: bool, where: str, what: str, value) -> None:
@@ -98,6 +100,17 @@ def _valued(where: str, table, keys) -> None:
         _runs(f"{where}.{key}.from_runs", e["from_runs"])
 
 
+def _shares(where: str, table, keys, strict: bool) -> None:
+    """A table of shares per strategy key: {"value" (in (0, 1], or [0, 1] when not strict), "from_runs"}."""
+    _need(isinstance(table, dict), where, "an object", table)
+    for key, e in table.items():
+        _need(key in keys, f"{where} key", f"one of {', '.join(keys)}", key)
+        _fields(f"{where}.{key}", e, ("value", "from_runs"))
+        _number(f"{where}.{key}.value", e["value"], strict=strict)
+        _need(e["value"] <= 1, f"{where}.{key}.value", "at most 1", e["value"])
+        _runs(f"{where}.{key}.from_runs", e["from_runs"])
+
+
 def _bytes_check(where: str, e) -> None:
     _fields(where, e, ("strategy", "num_workers", "num_ps", "ps_placement", "host", "predicted_bytes",
                        "measured_bytes", "from_runs"))
@@ -142,14 +155,8 @@ def validate(data) -> dict:
         _runs(f"links.{name}.from_runs", e["from_runs"])
     _valued("ps_apply_s", data.get("ps_apply_s", {}), PS_KEYS)
     _valued("overhead_s", data.get("overhead_s", {}), STRATEGY_KEYS)
-    efficiency = data.get("link_efficiency", {})
-    _need(isinstance(efficiency, dict), "link_efficiency", "an object", efficiency)
-    for key, e in efficiency.items():
-        _need(key in STRATEGY_KEYS, "link_efficiency key", f"one of {', '.join(STRATEGY_KEYS)}", key)
-        _fields(f"link_efficiency.{key}", e, ("value", "from_runs"))
-        _number(f"link_efficiency.{key}.value", e["value"], strict=True)
-        _need(e["value"] <= 1, f"link_efficiency.{key}.value", "at most 1", e["value"])
-        _runs(f"link_efficiency.{key}.from_runs", e["from_runs"])
+    _shares("link_efficiency", data.get("link_efficiency", {}), STRATEGY_KEYS, strict=True)
+    _shares("duplex_chi", data.get("duplex_chi", {}), PS_KEYS[:1], strict=False)
     _need(isinstance(data.get("bytes_per_step", []), list), "bytes_per_step", "a list", data.get("bytes_per_step"))
     for i, e in enumerate(data.get("bytes_per_step", [])):
         _bytes_check(f"bytes_per_step[{i}]", e)
@@ -212,6 +219,6 @@ def link_entry(data: dict, name: str) -> Optional[dict]:
 
 
 def strategy_value(data: dict, table: str, key: str) -> Optional[dict]:
-    """ps_apply_s, overhead_s ({'value_s', 'from_runs'}) or link_efficiency ({'value', 'from_runs'})
-    entry for a strategy key, or None."""
+    """ps_apply_s, overhead_s ({'value_s', 'from_runs'}), link_efficiency or duplex_chi ({'value',
+    'from_runs'}) entry for a strategy key, or None."""
     return data.get(table, {}).get(key)

@@ -43,6 +43,18 @@ def host_loads(n: int, w: float, shard_bytes: Sequence[float], placement: str) -
     return loads[holding], loads[~holding] if (~holding).any() else np.zeros(0)
 
 
+FRAME, FRAME_PAYLOAD, ACK = 1514, 1448, 66  # Ethernet frame with TCP timestamps, its payload, an ACK
+
+
+def wire_bytes(payload_out: float, payload_in: float) -> float:
+    """Bytes a host's link counter sees leaving the host for `payload_out` bytes of messages sent
+    and `payload_in` received over TCP: full frames (1514 bytes carry 1448) and one ACK (66 bytes)
+    for every two frames received:
+
+        payload_out * 1514/1448 + payload_in / (2 * 1448) * 66"""
+    return payload_out * FRAME / FRAME_PAYLOAD + payload_in / (2 * FRAME_PAYLOAD) * ACK
+
+
 def busiest_host_bytes(n: int, w: float, shard_bytes: Sequence[float], placement: str) -> Tuple[float, str]:
     """(bytes one way on the busiest host link per synchronous step, 'ps' or 'worker')."""
     ps, workers = host_loads(n, w, shard_bytes, placement)

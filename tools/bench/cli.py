@@ -4,7 +4,7 @@ Side by side, from one invocation: tfbench vs a minimal hand-written loop (tools
 goal >= 0.98), bf16 vs fp32 speed-up (where the CPU has BF16 instructions; otherwise the reason it
 is refused), the fraction of the measured GEMM peak (python -m tools.bench.peak) tfbench's own run
 reached, and 2 workers x 1 core vs 1 worker x 1 core under multi-worker mirrored and Horovod
-(goal >= 1.7x). The model, image size, batch and step counts are tools.bench.overhead's flags.
+(goal >= 1.7x) beside its ceiling: two independent one-core minimal loops at once against one alone. The model, image size, batch and step counts are tools.bench.overhead's flags.
 """
 from __future__ import annotations
 
@@ -112,6 +112,19 @@ def scaling(logdir: str, strategy: str) -> str:
             f"efficiency {rates[2] / rates[1] / 2:.2f}; {knob_text})")
 
 
+def ceiling() -> str:
+    """Two independent one-core minimal loops at once against one alone, at the scaling runs'
+    image size: the most 2 one-core workers can give over 1 on this machine, whatever the strategy
+    (cores that share a memory bus, caches or a hypervisor's thread give less than 2x)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return "n/a: fewer than 2 cores"
+    (alone,) = overhead_lib.pinned_rates(cores[:1], FLAGS.scaling_image_size)
+    both = overhead_lib.pinned_rates(cores[:2], FLAGS.scaling_image_size)
+    return (f"{sum(both) / alone:.2f}x ({alone:.2f} alone -> {both[0]:.2f} + {both[1]:.2f} images/sec at once, "
+            f"one thread each, cores {cores[0]} and {cores[1]})")
+
+
 def main(argv) -> None:
     del argv
     rows = []
@@ -124,6 +137,8 @@ def main(argv) -> None:
         rows.append(("fraction of the fp32 GEMM peak (tfbench)",
                      f"{fraction:.2f}" if fraction is not None else "unknown: run python -m tools.bench.peak", ""))
         rows.append(("bf16 vs fp32 speed-up (tfbench)", bf16_speedup(logdir, ours), ""))
+        print("two independent one-core loops at once vs one alone ...", flush=True)
+        rows.append((f"ceiling: 2 independent 1-core loops / 1 alone ({FLAGS.scaling_image_size}px)", ceiling(), ""))
         for strategy in FLAGS.scaling_strategies:
             print(f"{strategy}: 1 and 2 workers x 1 core ...", flush=True)
             rows.append((f"{strategy}: 2 workers x 1 core / 1 x 1 core "

@@ -41,12 +41,28 @@ def tfbench_rate(logdir: str, run_id: str, monitor: bool = True) -> float:
     return task["images_per_sec"]
 
 
+def minimal_args(image_size: int = 0, threads: int = 0) -> list:
+    return [sys.executable, os.path.join(ROOT, "tools", "bench", "minimal_loop.py"),
+            f"--image_size={image_size or FLAGS.image_size}", f"--batch_size={FLAGS.batch_size}",
+            f"--num_warmup_steps={FLAGS.num_warmup_steps}", f"--num_steps={FLAGS.num_steps}"] + (
+        [f"--threads={threads}"] if threads else [])
+
+
 def minimal_rate() -> float:
-    args = [sys.executable, os.path.join(ROOT, "tools", "bench", "minimal_loop.py"), f"--image_size={FLAGS.image_size}",
-            f"--batch_size={FLAGS.batch_size}", f"--num_warmup_steps={FLAGS.num_warmup_steps}",
-            f"--num_steps={FLAGS.num_steps}"]
-    out = subprocess.run(args, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(minimal_args(), cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
+
+
+def pinned_rates(cores, image_size: int) -> list:
+    """images/sec of one minimal loop per core in `cores`, all started at once, each with one
+    thread and pinned to its core: what the machine gives one-core workers that share nothing."""
+    procs = [subprocess.Popen(minimal_args(image_size, threads=1), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, preexec_fn=lambda c=c: os.sched_setaffinity(0, {c}))
+             for c in cores]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit(f"tools.bench: the minimal loop failed (exit codes {[p.returncode for p in procs]})")
+    return [json.loads(out.strip().splitlines()[-1])["images_per_sec"] for out in outs]
 
 
 def main(argv) -> None:

@@ -105,16 +105,21 @@ def describe(data: dict) -> str:
     lines += [f"link {name}: alpha {e['alpha_s'] * 1e3:.3f} ms, beta {e['beta_bps'] / 1e6:.1f} Mbit/s "
               f"({len(e['from_runs'])} runs' link probes)" for name, e in data["links"].items()]
     lines += [f"ps apply ({key}): {e['value_s'] * 1e3:.1f} ms per update of |w|" for key, e in data["ps_apply_s"].items()]
-    for key, e in data["overhead_s"].items():
-        eff = data["link_efficiency"].get(key)
-        lines.append(f"{key}: overhead {e['value_s'] * 1e3:.1f} ms per step, "
-                     + (f"link share {eff['value']:.2f}" if eff else "link share 1 (not fitted: too few runs)")
-                     + f" ({len(e['from_runs'])} runs)")
+    lines += [strategy_line(key, data) for key in data["overhead_s"]]
     for c in data["bytes_per_step"]:
         lines.append(f"bytes per step, {c['strategy']} N={c['num_workers']} {c['host']} host: measured "
                      f"{c['measured_bytes'] / 1e6:.2f} MB, equations {c['predicted_bytes'] / 1e6:.2f} MB "
                      f"({c['from_runs'][0]})")
     return "\n".join(lines)
+
+
+def strategy_line(key: str, data: dict, named: bool = True) -> str:
+    """One strategy's fitted overhead and the second parameter its runs fixed (link share or chi)."""
+    e, eff, chi = data["overhead_s"][key], data["link_efficiency"].get(key), data.get("duplex_chi", {}).get(key)
+    second = (f"duplex chi {chi['value']:.2f} (link share 1)" if chi else f"link share {eff['value']:.2f}" if eff
+              else "link share 1 and duplex chi 0 (not fitted: too few runs)")
+    return (f"{key}: " if named else "") + (f"overhead {e['value_s'] * 1e3:.1f} ms per step, {second} "
+                                            f"({len(e['from_runs'])} run{'s' if len(e['from_runs']) > 1 else ''})")
 
 
 def validate_main(argv) -> int:

@@ -217,9 +217,13 @@ def request():
     apply_s, apply_source = _seconds("ps_apply_ms", data, "ps_apply_s", key)
     overhead_s, overhead_source = _seconds("overhead_ms", data, "overhead_s", key)
     share = params_lib.strategy_value(data, "link_efficiency", key) if data else None
+    chi = params_lib.strategy_value(data, "duplex_chi", key) if data else None
     facts = {"ms": ms, "compute_source": compute_source, "link": link, "apply": (apply_s, apply_source),
              "overhead": (overhead_s, overhead_source),
-             "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta")}
+             "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta"),
+             "chi": ((FLAGS.duplex_chi, "given (--duplex_chi)") if FLAGS["duplex_chi"].present else
+                     (chi["value"], runs_text(chi["from_runs"])) if chi else
+                     (FLAGS.duplex_chi, "the default (--duplex_chi; a params file fitted on synchronous ps runs sets it)"))}
     return counts, facts
 
 
@@ -269,8 +273,10 @@ def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None)
         f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "
         f"{facts['compute_source']}" + (f"; {f.compute_ms_per_step:g} ms of it per step, the rest per image"
                                         if f.global_batch_size else ""),
-        f"terms: duplex chi = {f.duplex_chi:g}, overlap phi = {f.overlap_phi:g}, per-message cost "
-        f"{f.per_message_us:g} us, stragglers compute cv = {f.compute_cv:g} (given or default)",
+        f"duplex chi = {facts['chi'][0]:.3g} (share of a link's two directions that does not overlap), "
+        f"{facts['chi'][1]}",
+        f"terms: overlap phi = {f.overlap_phi:g}, per-message cost {f.per_message_us:g} us, stragglers compute "
+        f"cv = {f.compute_cv:g} (given or default)",
     ]
     if s.strategy == "parameter_server":
         lines.append(f"ps apply = {s.ps_apply_s * 1e3:g} ms per update of |w| (each shard 1/k of it), "
@@ -279,14 +285,14 @@ def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None)
     return lines
 
 
-def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, compute_s: float):
+def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, compute_s: float, chi: float):
     f = FLAGS
     fabric = (f.fabric_capacity * 1e9 / 8 if f.fabric_capacity else
               terms.fabric_capacity(nodes_for_core, link_beta, f.oversubscription) if f.oversubscription else None)
     return sync_step.Extra(
         shard_bytes=placed.shard_bytes if placed is not None else None,
         shard_variables=placed.shard_variables if placed is not None else None,
-        devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=f.duplex_chi, phi=f.overlap_phi,
+        devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=chi, phi=f.overlap_phi,
         per_message_s=f.per_message_us / 1e6, sigma_s=f.compute_cv * compute_s, fabric=fabric)
 
 
@@ -310,7 +316,7 @@ def main(argv) -> int:
     def setting_at(n: int):
         k = terms.nodes(n, f.devices_per_node) if f.ps_per_worker else (f.num_ps or 1)
         placed = placement_for(variables, k) if variables else None
-        extra = _extra(placed, 0.0, terms.nodes(n, f.devices_per_node), link.beta, compute)
+        extra = _extra(placed, 0.0, terms.nodes(n, f.devices_per_node), link.beta, compute, facts["chi"][0])
         return placed, prediction.Setting(
             strategy=f.strategy, w_bytes=w, compute_s=compute, batch_size=f.batch_size, link=link, num_ps=k,
             ps_placement=f.ps_placement, ps_sync=f.ps_sync, ps_apply_s=facts["apply"][0],

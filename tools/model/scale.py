@@ -15,7 +15,7 @@ resident memory, from the runs' monitor records).
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
@@ -51,28 +51,87 @@ def label(o: Observation) -> str:
     return f"parameter_server ({'sync' if o.ps_sync else 'async'}, {o.ps_placement}, {k})"
 
 
-def rows(observations: Sequence[Observation], fit_up_to: int) -> List[scale_lib.Row]:
-    """Every predicted strategy's runs, fitted (N <= fit_up_to) and held out, with the prediction
-    of a fit on that strategy's fitted runs (compute and links from every fitted run)."""
+def families(observations: Sequence[Observation]) -> Dict[str, List[Observation]]:
+    """The predicted strategies' runs by label."""
+    found: Dict[str, List[Observation]] = {}
+    for o in observations:
+        if o.predicted:
+            found.setdefault(label(o), []).append(o)
+    return dict(sorted(found.items()))
+
+
+def fits(observations: Sequence[Observation], fit_up_to: int) -> Dict[str, dict]:
+    """{label: parameters fitted on that strategy's runs with N <= fit_up_to (compute and links
+    from every such run)}; a strategy without such runs is left out."""
     if fit_up_to < 1:
         raise ConfigError(f"--fit_up_to must be 1 or more, got {fit_up_to}")
-    usable = [o for o in observations if o.predicted]
-    training = [o for o in observations if o.num_workers <= fit_up_to]
-    if not any(o.num_workers > fit_up_to for o in usable):
+    if not any(o.num_workers > fit_up_to for o in observations if o.predicted):
         raise ConfigError(f"no run has more than --fit_up_to={fit_up_to} workers: nothing to predict")
-    families: Dict[str, List[Observation]] = {}
-    for o in usable:
-        families.setdefault(label(o), []).append(o)
-    out = []
-    for name, group in sorted(families.items()):
+    training = [o for o in observations if o.num_workers <= fit_up_to]
+    out = {}
+    for name, group in families(observations).items():
         mine = [o for o in group if o.num_workers <= fit_up_to]
-        data = fit_lib.fit(mine, compute_from=training) if mine else None
+        if mine:
+            out[name] = fit_lib.fit(mine, compute_from=training)
+    return out
+
+
+def rows(observations: Sequence[Observation], fit_up_to: int,
+         fitted: Optional[Dict[str, dict]] = None) -> List[scale_lib.Row]:
+    """Every predicted strategy's runs, fitted (N <= fit_up_to) and held out, with the prediction
+    of a fit on that strategy's fitted runs (fits(); compute and links from every fitted run)."""
+    fitted = fits(observations, fit_up_to) if fitted is None else fitted
+    out = []
+    for name, group in families(observations).items():
+        data = fitted.get(name)
         for o in sorted(group, key=lambda o: (o.num_workers, o.run_id)):
             s = fit_lib.setting(o, data) if data else None
             p = prediction.point(s, o.num_workers) if s else None
             out.append(scale_lib.Row(name, o.num_workers, o.images_per_sec, p.images_per_sec if p else None,
                                      o.num_workers > fit_up_to, o.run_id, p.bottleneck if p else "no fitted runs"))
     return out
+
+
+def parameter_lines(fitted: Dict[str, dict]) -> List[str]:
+    """What each strategy's fit found, and on which runs."""
+    lines = []
+    for name, data in fitted.items():
+        for key in data["overhead_s"]:
+            lines.append(f"{name}: {fit.strategy_line(key, data, named=False)}: "
+                         f"{', '.join(data['overhead_s'][key]['from_runs'])}")
+    first = next(iter(fitted.values()), None)
+    if first:
+        lines += [f"compute: {params_lib.describe(e)}: {e['ms_per_image']:.3f} ms per image, fitted on "
+                  f"{', '.join(e['from_runs'])}" for e in first["compute"]]
+        lines += [f"link {name}: alpha {e['alpha_s'] * 1e3:.3f} ms, beta {e['beta_bps'] / 1e6:.2f} Mbit/s, the link "
+                  f"probes of {len(e['from_runs'])} runs" for name, e in first["links"].items()]
+    return lines
+
+
+def bytes_lines(observations: Sequence[Observation]) -> List[str]:
+    """Each parameter-server run's busiest ps host: bytes per global step leaving it, measured by
+    its link counter, against the shards as the run placed its variables (in TCP frames, with
+    the ACKs of what comes in: tfbench.perfmodel.terms.wire_bytes); the other ps hosts' range.
+    Then the largest error of a busiest host."""
+    lines, errors = [], []
+    for o in sorted(observations, key=lambda o: (label(o), o.num_workers)):
+        checks = fit_lib.ps_host_checks(o)
+        if not checks:
+            continue
+        i, p, m = max(checks, key=lambda c: c[1])
+        errors.append((m - p) / p)
+        line = (f"{label(o)} N={o.num_workers}: busiest ps host (ps {i}) {m / 1e6:.3f} MB measured, "
+                f"{p / 1e6:.3f} MB predicted ({(m - p) / p:+.1%})")
+        rest = [c for c in checks if c[0] != i]
+        if rest:
+            extra = [(m - p) / 1e3 for _, p, m in rest]
+            line += (f"; the other {len(rest)} {min(c[2] for c in rest) / 1e6:.3f}-{max(c[2] for c in rest) / 1e6:.3f}"
+                     f" MB, {min(extra):+.0f} to {max(extra):+.0f} kB off their shards")
+        lines.append(line)
+    if errors:
+        lines.append(f"busiest ps host, measured against the placed shards: largest error {max(errors, key=abs):+.1%} "
+                     f"over {len(errors)} runs")
+    return lines
 
 
 def memory_mb(paths: Sequence[str]) -> List[Tuple[str, int, float, float]]:
@@ -138,13 +197,18 @@ def main(argv) -> int:
         if FLAGS.fit_up_to < 1:
             raise ConfigError(f"--fit_up_to must be 1 or more, got {FLAGS.fit_up_to}")
         found, skipped = fit.observations([argv[1]])
-        result = rows(found, FLAGS.fit_up_to)
+        fitted = fits(found, FLAGS.fit_up_to)
+        result = rows(found, FLAGS.fit_up_to, fitted)
     except (ConfigError, ValueError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
     print(table(result))
     print()
     print("\n".join(trend_lines(result)))
+    print()
+    print("\n".join(parameter_lines(fitted)))
+    print()
+    print("\n".join(bytes_lines(found)))
     for run_id, why in skipped:
         print(f"not used: {run_id}: {why}")
     memory = memory_mb([argv[1]])
