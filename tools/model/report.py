@@ -36,7 +36,8 @@ ASSUMPTIONS = (
     "links, no oversubscribed core",
     "no overlap of communication with computation beyond what the measured compute already holds",
     "homogeneous workers, no stragglers: waiting is only the fitted fixed overhead per step",
-    "alpha, beta and the protocol's share of the link stay what the sweep measured and fitted at N <= 3",
+    "alpha, beta, the protocol's share of the link and the share chi of a synchronous ps link's two directions "
+    "that does not overlap stay what the sweep measured and fitted at N <= 3",
     "the fitted overhead per step does not grow with N or with latency",
 )
 
