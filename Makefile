@@ -30,7 +30,7 @@ slurm:
 	bash tools/scripts/install_slurm.sh
 
 # The default job: a few-minute comparison of strategies on ResNet50 at their tuned and default knobs
-# (4-5 points: a strategy whose saved tuning kept its defaults runs once; 4-5.5 min on 2 cores),
+# (4-5 points: a strategy whose saved tuning kept its defaults runs once; 2-5 min on 2 cores),
 # table and plots.
 # Every `make run` measures afresh, into sweeps/quick-<time>.
 run: setup

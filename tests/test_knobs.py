@@ -74,7 +74,7 @@ def test_tune_grid_changes_one_knob_at_a_time_from_the_default():
     assert points[0] == {"horovod_fusion_threshold_mb": -1, "horovod_cycle_time_ms": -1.0}
     for point in points[1:]:
         assert sum(point[k] != points[0][k] for k in point) == 1
-    assert len(points) == 1 + 2 + 1
+    assert len(points) == 1 + 2 + 3  # fusion 4, 16 MB; cycle 5, 20, 50 ms
     with pytest.raises(ConfigError):
         knobs.tune_points(RunConfig(strategy="parameter_server", num_workers=2))
     base = {"ps_partitioner": "min_size", "ps_placer": "round_robin"}

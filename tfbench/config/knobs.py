@@ -42,7 +42,7 @@ KNOBS: Tuple[Knob, ...] = (
 # --tune: the grid tried for each strategy, knob by knob from its default (values as flags take them).
 TUNE_GRID: Dict[str, Dict[str, Tuple]] = {
     "multi_worker_mirrored": {"mwms_bytes_per_pack": (0, 4 * MIB, 32 * MIB)},
-    "horovod": {"horovod_fusion_threshold_mb": (-1, 4, 16), "horovod_cycle_time_ms": (-1, 5)},
+    "horovod": {"horovod_fusion_threshold_mb": (-1, 4, 16), "horovod_cycle_time_ms": (-1, 5, 20, 50)},
     "parameter_server": {"ps_partitioner": ("min_size", "none", "fixed"), "ps_placer": ("round_robin", "greedy")},
 }
 
