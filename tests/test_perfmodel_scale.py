@@ -9,9 +9,11 @@ import pytest
 
 from conftest import run_cli
 from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import prediction
 from tfbench.perfmodel import scale as scale_lib
 from tfbench.perfmodel import sync_step
+from tfbench.perfmodel import terms
 from tfbench.perfmodel.observations import from_run
 from tools.model import scale
 
@@ -165,3 +167,17 @@ def test_bad_input_exits_2_with_one_line(args, message):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("tfbench: error: ") and message in lines[0]
+
+
+def test_bytes_lines_name_each_runs_busiest_ps_host_and_the_largest_error():
+    """The busiest ps host by the placed shards, its counter against terms.wire_bytes of its load."""
+    o = synthetic("collocated", 4)
+    loads = fit_lib.ps_host_loads(o)
+    wire = [terms.wire_bytes(b, b) for b in loads]
+    busiest = max(range(len(wire)), key=wire.__getitem__)
+    measured = tuple(w * (1.10 if i == busiest else 1.5) for i, w in enumerate(wire))
+    lines = scale.bytes_lines([dataclasses.replace(o, ps_host_tx=measured)])
+    assert f"busiest ps host (ps {busiest})" in lines[0] and "(+10.0%)" in lines[0]
+    assert "the other 3" in lines[0]
+    assert lines[-1] == "busiest ps host, measured against the placed shards: largest error +10.0% over 1 run"
+    assert scale.bytes_lines([o]) == []  # no counters, no check

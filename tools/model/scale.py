@@ -130,7 +130,7 @@ def bytes_lines(observations: Sequence[Observation]) -> List[str]:
         lines.append(line)
     if errors:
         lines.append(f"busiest ps host, measured against the placed shards: largest error {max(errors, key=abs):+.1%} "
-                     f"over {len(errors)} runs")
+                     f"over {len(errors)} run{'s' if len(errors) > 1 else ''}")
     return lines
 
 
