@@ -7,10 +7,12 @@ fitted run; each strategy's overhead per step and link share from its own fitted
 parameter server with several shards is charged its busiest shard as the run placed its variables.
 Prints every run (fitted or held out) with measured and predicted images/sec and the error; per
 strategy the error at each N, its trend (points per doubling of N, least squares over the largest
-fitted N and the held-out ones) and the drift from the largest fitted N to the largest N; then
-`median abs error = X%` and the largest over the held-out runs, the goals (median <= 10%, max <=
-20%, no drift beyond 10 points) and the memory the runs needed (the sum of their tasks' peak
-resident memory, from the runs' monitor records).
+fitted N and the held-out ones) and the drift from the largest fitted N to the largest N; what
+each fit found and on which runs; every parameter-server run's busiest ps host, its link counter
+against the shards it holds; the memory the runs needed (the machine's peak in use and the sum of
+the largest run's tasks' peak resident memory, from the runs' monitor records); then
+`median abs error = X%` and the largest over the held-out runs and the goals (median <= 10%, max
+<= 20%, no drift beyond 10 points).
 """
 from __future__ import annotations
 
