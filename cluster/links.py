@@ -19,19 +19,20 @@ from typing import List, Optional, Tuple
 
 from cluster import delay_line, netns, taps
 from tfbench.config.choices import TBF_MAX_BPS
+from tfbench.perfmodel.terms import FRAME, FRAME_PAYLOAD
 
 BRIDGE = "br0"
 HOST_IFACE = "eth0"
 PREFIXLEN = 24
 BURST_S = 0.004  # tokens for 4 ms at the link rate
-MIN_BURST = 2 * 1514  # two full Ethernet frames: tbf sends no frame larger than its burst
+MIN_BURST = 2 * FRAME  # two full Ethernet frames: tbf sends no frame larger than its burst
 QUEUE_S = 0.05  # at most 50 ms of data waits in a link's queue
 # ... but at least 256 KiB (about 180 full frames, a switch port's share of its buffer): a TSO packet
 # of 64 KB enters at once, and 16 senders converging on one slow host (a ps answering 16 pulls) keep
 # a few frames each, enough for fast retransmit; with 64 KiB they lose whole windows and wait out
 # TCP's retransmission timeouts (incast: 16 x 154 kB at 5 Mbit/s took 5.7 s instead of 4.1)
 MIN_QUEUE = 256 * 1024
-TCP_PAYLOAD_SHARE = 1448 / 1514  # payload of a full Ethernet frame with TCP timestamps
+TCP_PAYLOAD_SHARE = FRAME_PAYLOAD / FRAME  # payload of a full Ethernet frame with TCP timestamps
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,7 +90,7 @@ def test_shaped_rate_between_two_hosts_is_the_configured_rate(rate):
     assert [n for n in netns.list_namespaces() if netns.key_of(n) == key] == []
 
 
-def fan_out_s(net, sender, receivers, nbytes: int) -> float:
+def fan_out_s(sender, receivers, nbytes: int) -> float:
     """Seconds until each of `receivers` has `nbytes` that `sender` sent to all of them at once over
     one TCP connection each (a ps answering every worker's pull)."""
     def listen(host):
@@ -138,7 +138,7 @@ def test_sixteen_flows_into_one_slow_link_take_their_wire_time():
     net = links.plan_network(key, n + 1, rate)
     try:
         links.build(net)
-        rounds = [fan_out_s(net, net.hosts[n], net.hosts[:n], nbytes) for _ in range(3)]
+        rounds = [fan_out_s(net.hosts[n], net.hosts[:n], nbytes) for _ in range(3)]
     finally:
         assert netns.remove_run(key) == []
     wire = n * nbytes * 8 / links.expected_goodput(rate)

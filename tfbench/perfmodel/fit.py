@@ -40,6 +40,9 @@ MIN_RUNS_FOR_EFFICIENCY = 3
 DUPLEX_CHI = 0.0
 SYNC_PS = "parameter_server_sync"
 LOWEST_EFFICIENCY = 0.05
+SECOND_START = {"efficiency": 1.0, "chi": 0.5}
+SECOND_LOWEST = {"efficiency": LOWEST_EFFICIENCY, "chi": 0.0}
+SECOND_TABLE = {"efficiency": "link_efficiency", "chi": "duplex_chi"}
 
 
 def _runs(group: Sequence[Observation]) -> List[str]:
@@ -136,22 +139,23 @@ def per_strategy(observations: Sequence[Observation], data: dict) -> Dict[str, d
         free = free_parameter(key, group, data)
 
         def residuals(x, group=group, free=free):
-            extra = {"efficiency": x[1] if free == "efficiency" else 1.0,
-                     "chi": x[1] if free == "chi" else DUPLEX_CHI}
-            return [(predicted_step_s(o, data, overhead_s=x[0], **extra) - o.step_s) / o.step_s for o in group]
+            second = {"efficiency": 1.0, "chi": DUPLEX_CHI}
+            if free:
+                second[free] = x[1]
+            return [(predicted_step_s(o, data, overhead_s=x[0], **second) - o.step_s) / o.step_s for o in group]
 
-        start = {"efficiency": [0.0, 1.0], "chi": [0.0, 0.5], None: [0.0]}[free]
-        low = {"efficiency": [0.0, LOWEST_EFFICIENCY], "chi": [0.0, 0.0], None: [0.0]}[free]
-        high = {"efficiency": [np.inf, 1.0], "chi": [np.inf, 1.0], None: [np.inf]}[free]
+        start, low, high = [0.0], [0.0], [np.inf]
+        if free:  # the second parameter: a share, at most 1
+            start.append(SECOND_START[free])
+            low.append(SECOND_LOWEST[free])
+            high.append(1.0)
         from scipy import optimize  # here: scipy takes a second to import, refusals need none
 
         result = optimize.least_squares(residuals, start, bounds=(low, high))
         runs = _runs(group)
         tables["overhead_s"][key] = {"value_s": float(result.x[0]), "from_runs": runs}
-        if free == "efficiency":
-            tables["link_efficiency"][key] = {"value": float(result.x[1]), "from_runs": runs}
-        elif free == "chi":
-            tables["duplex_chi"][key] = {"value": float(result.x[1]), "from_runs": runs}
+        if free:
+            tables[SECOND_TABLE[free]][key] = {"value": float(result.x[1]), "from_runs": runs}
     return tables
 
 

@@ -93,7 +93,7 @@ def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[
         images_per_sec=float(cluster["images_per_sec"]), compute_s=float(mean.get("compute", 0.0)),
         communication_s=float(mean.get("communication", 0.0)), apply_s=float(mean.get("apply", 0.0)),
         compute_measured=split.get("source") in MEASURED_COMPUTE, bytes_per_step=_bytes(cluster, config),
-        ps_host_tx=tuple(_tx(cluster)[h] for h in _ps_hosts(cluster, config)),
+        ps_host_tx=_ps_host_tx(cluster, config),
         **_core_share(cluster, n)), ""
 
 
@@ -125,6 +125,12 @@ def _ps_hosts(cluster: dict, config: dict) -> list:
     hosts = _hosts(cluster)
     n, k = int(config.get("num_workers", 1)), int(cluster.get("num_ps") or 0)
     return hosts[n:n + k] if config.get("ps_placement") == "separate" else hosts[:min(k, n)]
+
+
+def _ps_host_tx(cluster: dict, config: dict) -> Tuple[float, ...]:
+    """Tx bytes per global step of each ps-holding host, in ps order."""
+    tx = _tx(cluster)
+    return tuple(tx[h] for h in _ps_hosts(cluster, config))
 
 
 def _bytes(cluster: dict, config: dict) -> Dict[str, float]:

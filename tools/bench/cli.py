@@ -4,7 +4,8 @@ Side by side, from one invocation: tfbench vs a minimal hand-written loop (tools
 goal >= 0.98), bf16 vs fp32 speed-up (where the CPU has BF16 instructions; otherwise the reason it
 is refused), the fraction of the measured GEMM peak (python -m tools.bench.peak) tfbench's own run
 reached, and 2 workers x 1 core vs 1 worker x 1 core under multi-worker mirrored and Horovod
-(goal >= 1.7x) beside its ceiling: two independent one-core minimal loops at once against one alone. The model, image size, batch and step counts are tools.bench.overhead's flags.
+(goal >= 1.7x) beside its ceiling: two independent one-core minimal loops at once against one
+alone. The model, image size, batch and step counts are tools.bench.overhead's flags.
 """
 from __future__ import annotations
 
