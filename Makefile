@@ -36,12 +36,14 @@ slurm:
 run: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml --sweep_dir=sweeps/quick-$$(date +%Y%m%d-%H%M%S)
 
-# The tests that start neither TensorFlow nor daemons nor namespaces run on both cores at once
-# (pytest-xdist); the rest one at a time, as they pin tasks to cores and time what they start.
+# First the tests that start no TensorFlow and time nothing, three at a time (pytest-xdist): the
+# root tests of one module (Slurm daemons, namespaces: mostly waiting) on one worker, the rest on
+# the others; then the slow and serial tests one at a time, as they pin tasks to cores and time
+# what they start.
 test: setup
-	$(PY) -m pytest -n 2 -m "not slow and not root" tests; fast=$$?; \
-	$(PY) -m pytest -m "slow or root" tests; rest=$$?; \
-	test $$fast -eq 0 && test $$rest -eq 0
+	$(PY) -m pytest -n 3 --dist loadgroup -m "not slow and not serial" tests; first=$$?; \
+	$(PY) -m pytest -m "slow or serial" tests; rest=$$?; \
+	test $$first -eq 0 && test $$rest -eq 0
 
 test-fast: setup
 	$(PY) -m pytest -n 2 -m "not slow and not root" tests

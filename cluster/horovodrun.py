@@ -8,12 +8,24 @@ Gloo, and its install asks `horovodrun --check-build` once (tools/scripts/build_
 this answers that question with yes; everything else is horovodrun's run_commandline: rank
 placement, rendezvous, elastic driver, output and signals.
 
+It dies by SIGKILL when the launcher dies (PR_SET_PDEATHSIG), not by the SIGTERM that
+cluster.netns_exec asks for: horovodrun's SIGTERM handler only sets an event, which its main
+thread sees once it wakes, and the kernel may hand the signal to another of its threads, leaving
+the main thread asleep in the elastic driver's wait. horovodrun and both ranks then outlived a
+SIGKILLed launcher (1 time in 9 on 2 busy cores, 2026-11-26). Killed outright, its per-rank
+middlemen see their pipe close and stop the ranks (horovod.runner.common.util.safe_shell_exec).
+
     python -m cluster.horovodrun --gloo -np 2 -H localhost:2 python -m tfbench.task ...
 """
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import sys
 from typing import List
+
+PR_SET_PDEATHSIG = 1
 
 
 def command() -> List[str]:
@@ -21,7 +33,16 @@ def command() -> List[str]:
     return [sys.executable, "-m", "cluster.horovodrun"]
 
 
+def killed_with_launcher() -> None:
+    """SIGKILL when the process that started this one dies; exits if it already has."""
+    launcher = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:
+        sys.exit(1)
+
+
 def main() -> int:
+    killed_with_launcher()
     from horovod.runner import launch
 
     launch.gloo_built = lambda verbose=False: True

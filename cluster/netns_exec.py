@@ -119,7 +119,8 @@ def main(argv) -> int:
 
 def die_with_parent(parent: int) -> None:
     """SIGTERM when the launcher (pid `parent`) dies, even by SIGKILL; it outlives the exec, so a
-    command that starts processes of its own (horovodrun) is told to stop them too."""
+    command that starts processes of its own is told to stop them too (horovodrun turns it into
+    SIGKILL, which its per-rank middlemen notice: cluster.horovodrun)."""
     import signal
 
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -1,7 +1,8 @@
 """Shared test helpers: run the CLI as a user would, find leftover processes, the TensorFlow
-runs several tests read (`clusters`, tests/clusters.py), and in a fast run (`-m "not slow and not
-root"`, make test-fast) a guard that fails any test that imports TensorFlow or starts a process
-that does, and lets local runs create no network namespace (tests/fast_guard)."""
+runs several tests read (`clusters`, tests/clusters.py), and in a run without the slow tests
+(`-m "not slow ..."`: make test-fast, the first pass of make test) a guard that fails any test
+that imports TensorFlow or starts a process that does, and lets local runs create no network
+namespace (tests/fast_guard)."""
 from __future__ import annotations
 
 import os
@@ -106,9 +107,16 @@ _GUARD_DIR = pytest.StashKey[str]()
 
 
 def fast_run(config) -> bool:
-    """A run that deselects both the slow and the root tests (make test-fast)."""
-    expression = config.getoption("markexpr") or ""
-    return "not slow" in expression and "not root" in expression
+    """A run that deselects the slow tests: make test-fast, and the first pass of make test."""
+    return "not slow" in (config.getoption("markexpr") or "")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (--dist loadgroup) the root tests of one module run on one worker, one
+    after another: a module's fixtures then start one private Slurm, not one per worker."""
+    for item in items:
+        if item.get_closest_marker("root") is not None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def xdist_worker(config) -> bool:

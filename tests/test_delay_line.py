@@ -19,7 +19,7 @@ from cluster import delay_line, link_probe, links, netns
 from cluster.launchers import launch as launcher
 from cluster.netns_exec import run_in
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(90),
+pytestmark = [pytest.mark.root, pytest.mark.serial, pytest.mark.timeout(90),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 

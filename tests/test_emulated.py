@@ -70,6 +70,7 @@ def assert_nothing_left(run):
     assert netns.owner(key) is None
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("rate", [50 * 10 ** 6, 200 * 10 ** 6])
 def test_shaped_rate_between_two_hosts_is_the_configured_rate(rate):
     """One TCP stream h0 -> h1 crosses two shaped links (h0's tx, h1's rx): its goodput is the
@@ -127,6 +128,7 @@ def fan_out_s(sender, receivers, nbytes: int) -> float:
     return max(done)
 
 
+@pytest.mark.serial
 def test_sixteen_flows_into_one_slow_link_take_their_wire_time():
     """Sixteen hosts pulling 100 kB each from one host over 5 Mbit/s links (a ps and its workers):
     the sender's queue holds a few frames of every flow, so TCP recovers losses by fast

@@ -181,8 +181,8 @@ def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
 def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
-    """horovodrun is no task of ours: it is told of the launcher's death by PR_SET_PDEATHSIG,
-    set by cluster.netns_exec before the exec, and stops the ranks it started."""
+    """horovodrun is no task of ours: the launcher's death kills it (PR_SET_PDEATHSIG, SIGKILL:
+    cluster.horovodrun), and its per-rank middlemen then stop the ranks it started."""
     import signal
     import sys
     import time

@@ -169,11 +169,11 @@ def test_failed_task_ends_the_job_and_names_the_task(slurm, logdir):
 def test_deadline_ends_the_job(slurm, logdir):
     run = os.path.join(logdir, "deadline")
     proc = run_cli(*TINY, "--num_steps=200000", "--display_every=100000", f"--logdir={logdir}", "--run_id=deadline",
-                   "--launcher=slurm", "--strategy=multi_worker_mirrored", "--num_workers=2", "--deadline=8",
+                   "--launcher=slurm", "--strategy=multi_worker_mirrored", "--num_workers=2", "--deadline=4",
                    env=slurm.env, timeout=240)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
-    assert cluster["status"] == "failed" and "deadline of 8 s reached" in cluster["reason"]
+    assert cluster["status"] == "failed" and "deadline of 4 s reached" in cluster["reason"]
     assert slurm.jobs() == [] and not processes_mentioning(run)
 
 
