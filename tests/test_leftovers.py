@@ -1,6 +1,6 @@
 """cluster.leftovers, behind the suite's own end check (conftest) and make soak, sees what a
-leaking run would leave. Other tests may run at once (make test runs the fast and root tests on
-both cores), so each test looks only at what it made itself."""
+leaking run would leave. Other tests may run at once (make test runs the unit tests and the root
+tests that time nothing side by side), so each test looks only at what it made itself."""
 import os
 import shutil
 import subprocess
