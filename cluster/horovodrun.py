@@ -19,13 +19,10 @@ middlemen see their pipe close and stop the ranks (horovod.runner.common.util.sa
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
 from typing import List
-
-PR_SET_PDEATHSIG = 1
 
 
 def command() -> List[str]:
@@ -33,16 +30,10 @@ def command() -> List[str]:
     return [sys.executable, "-m", "cluster.horovodrun"]
 
 
-def killed_with_launcher() -> None:
-    """SIGKILL when the process that started this one dies; exits if it already has."""
-    launcher = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != launcher:
-        sys.exit(1)
-
-
 def main() -> int:
-    killed_with_launcher()
+    from cluster.netns_exec import die_with_parent
+
+    die_with_parent(os.getppid(), signal.SIGKILL)
     from horovod.runner import launch
 
     launch.gloo_built = lambda verbose=False: True

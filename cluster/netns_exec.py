@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import sys
 import threading
 from typing import Callable, TypeVar
@@ -117,13 +118,11 @@ def main(argv) -> int:
     return 1  # not reached
 
 
-def die_with_parent(parent: int) -> None:
-    """SIGTERM when the launcher (pid `parent`) dies, even by SIGKILL; it outlives the exec, so a
-    command that starts processes of its own is told to stop them too (horovodrun turns it into
-    SIGKILL, which its per-rank middlemen notice: cluster.horovodrun)."""
-    import signal
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def die_with_parent(parent: int, sig: int = signal.SIGTERM) -> None:
+    """Signal `sig` when the launcher (pid `parent`) dies, even by SIGKILL; it outlives
+    the exec, so a command that starts processes of its own is told to stop them too (horovodrun
+    asks for SIGKILL instead, which its per-rank middlemen notice: cluster.horovodrun)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the launcher died before the request was made: adopted since
         sys.exit(1)
 
