@@ -18,11 +18,12 @@ from typing import Dict, List
 from absl import app, flags
 
 import tfbench.config as config_lib
+from cluster.plan.topology import make_plan
 from cluster.run_setup import prepare_run_dir
-from cluster.topology import make_plan
 from tfbench.config import flags as tfbench_flags
 from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import KINDS
 
 flags.DEFINE_enum("format", "json", ["json", "export"], "json: the whole plan; export: shell lines per task.")
 flags.DEFINE_string("run_dir", "", "Prepare this run directory and print the commands that start each host's tasks.")
@@ -30,8 +31,8 @@ flags.DEFINE_string("run_dir", "", "Prepare this run directory and print the com
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def task_command(task, strategy: str) -> str:
-    if strategy == "horovod":
+def task_command(task, plan) -> str:
+    if plan.traits.ranks:
         return "horovodrun --gloo ... python -m tfbench.task --run_dir RUN_DIR --task horovod"
     return f"python -m tfbench.task --run_dir RUN_DIR --task {task.name}"
 
@@ -43,7 +44,7 @@ def render_exports(plan) -> str:
         lines.append(f"# {t.name} on {t.host}" + (f" (cores {','.join(map(str, t.cores))})" if t.cores else ""))
         for key, value in sorted(t.full_env().items()):
             lines.append(f"export {key}={shlex.quote(value)}")
-        lines.append(task_command(t, plan.strategy))
+        lines.append(task_command(t, plan))
         lines.append("")
     if plan.horovod_hosts:
         lines.append(f"# horovodrun --gloo -np {len(plan.tasks)} -H {plan.horovod_hosts} ...")
@@ -59,7 +60,7 @@ def host_commands(plan, run_dir: str) -> Dict[str, List[str]]:
     python = shlex.quote(sys.executable)
     rd = shlex.quote(run_dir)
     by_host: Dict[str, List[str]] = {}
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         horovodrun = shlex.quote(os.path.join(os.path.dirname(sys.executable), "horovodrun"))
         log = shlex.quote(os.path.join(run_dir, "tasks", "horovodrun.log"))
         by_host[plan.tasks[0].host] = [
@@ -98,7 +99,7 @@ def main(argv) -> int:
         config = tfbench_flags.config_from_flags()
         if run_dir:
             config = config.replace(logdir=os.path.dirname(run_dir), run_id=os.path.basename(run_dir))
-        config = config_lib.validate(config, by_hand=True)
+        config = config_lib.validate(config, kind=KINDS["by_hand"])
         plan = make_plan(config)
     except ConfigError as e:
         helptext.fail_usage(str(e))

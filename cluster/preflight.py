@@ -9,8 +9,7 @@ import os
 import shutil
 import sys
 
-
-from cluster import netns
+from cluster.net import netns
 from tfbench.config.errors import ConfigError
 
 

@@ -1,27 +1,18 @@
-"""One module per distribution strategy behind one interface (strategies.base.StrategyAdapter).
+"""One adapter per distribution strategy behind one interface (strategies.base.StrategyAdapter).
 
-`create(config, task, plan, run_dir)` turns a strategy name into an adapter and fails loudly on
-unknown names, like tensorflow/models' distribute_utils.
+`create(config, task, plan, run_dir)` turns a strategy name into its adapter, the class its row
+of the traits table names (tfbench.config.strategy_traits: the one list of strategies), and
+fails loudly on unknown names, like tensorflow/models' distribute_utils.
 """
 from __future__ import annotations
 
 import importlib
 
-from tfbench.config.errors import ConfigError
-
-_ADAPTERS = {
-    "default": "strategies.default:DefaultAdapter",
-    "mirrored": "strategies.mirrored:MirroredAdapter",
-    "multi_worker_mirrored": "strategies.multi_worker_mirrored:MultiWorkerMirroredAdapter",
-    "parameter_server": "strategies.parameter_server:ParameterServerAdapter",
-    "horovod": "strategies.horovod:HorovodAdapter",
-}
+from tfbench.config import strategy_traits
 
 
 def adapter_class(name: str):
-    if name not in _ADAPTERS:
-        raise ConfigError(f"unknown strategy {name!r}; choose one of {', '.join(_ADAPTERS)}")
-    module, cls = _ADAPTERS[name].split(":")
+    module, cls = strategy_traits.of(name).adapter.split(":")
     return getattr(importlib.import_module(module), cls)
 
 

@@ -11,7 +11,7 @@ import abc
 import dataclasses
 from typing import Callable, Dict, List, Optional
 
-from strategies import placement
+from strategies import devices, placement
 from strategies.measurement import Checkpointing, Measurement, TaskSummary, absent
 from tfbench.framework import precision
 from tfbench.loop import benchmark, steps
@@ -33,7 +33,7 @@ class StrategyAdapter(abc.ABC):
 
     def __init__(self, config, task, plan, run_dir=None):
         self.config, self.task, self.plan, self.run_dir = config, task, plan, run_dir
-        self.device = placement.compute_device(config)
+        self.device = devices.compute_device(config)
         self.strategy = self.make_strategy()
         self.model = None
         self.optimizer = None
@@ -132,15 +132,9 @@ class SyncAdapter(StrategyAdapter):
 
         def replica_step(batch):
             images, labels = batch
-            if config.xla:  # XLA compiles the step whole: no timestamp inside it (mark 0: none)
-                loss = steps.train(model, optimizer, images, labels, global_batch) if config.mode == "train" \
-                    else steps.forward(model, images) / strategy.num_replicas_in_sync
-                return loss, tf.constant(0.0, tf.float64)
-            if config.mode == "train":
-                return steps.train_marked(model, optimizer, images, labels, global_batch)
-            out = steps.forward(model, images) / strategy.num_replicas_in_sync
-            with tf.control_dependencies([out]):
-                return out, tf.timestamp()
+            value, mark, _ = steps.shaped(config, model, optimizer, images, labels, global_batch,
+                                          forward_scale=strategy.num_replicas_in_sync)
+            return value, mark
 
         device_scope = self.device_scope
 

@@ -74,13 +74,10 @@ class HorovodAdapter(SyncAdapter):
         @tf.function(jit_compile=config.xla or None)
         def step(images, labels):
             with tf.device(device):  # inside the traced function, where it pins every op
-                if config.mode == "train":
-                    # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
-                    loss = steps.train(model, optimizer, images, labels, config.batch_size, tape_wrapper=wrap)
-                    return loss, tf.constant(0.0, tf.float64) if config.xla else marks[-1]
-                out = steps.forward(model, images)
-                with tf.control_dependencies([out]):
-                    return out, tf.constant(0.0, tf.float64) if config.xla else tf.timestamp()
+                # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
+                value, mark, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size,
+                                              tape_wrapper=wrap, marks=marks)
+                return value, mark
 
         sample = batches()
         self.step_function = lambda: step.get_concrete_function(*sample)

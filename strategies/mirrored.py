@@ -2,7 +2,7 @@
 (--num_local_devices splits the CPU), as a single-machine all-reduce baseline."""
 import contextlib
 
-from strategies import placement
+from strategies import devices
 from strategies.base import SyncAdapter
 
 
@@ -10,8 +10,8 @@ class MirroredAdapter(SyncAdapter):
     def make_strategy(self):
         from tfbench.framework.tf_import import tf
 
-        devices = placement.local_devices(self.config, self.config.effective_num_local_devices)
-        return tf.distribute.MirroredStrategy(devices=devices)
+        names = devices.local_devices(self.config, self.config.effective_num_local_devices)
+        return tf.distribute.MirroredStrategy(devices=names)
 
     def device_scope(self):
         return contextlib.nullcontext()  # the strategy places replicas on its devices

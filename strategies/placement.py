@@ -1,75 +1,17 @@
-"""Hard or soft device placement, CPU-only or GPU, and a report of where things actually ran.
+"""Where things actually ran: the report every task records of its placement.
 
 hard: every op runs under an explicit device scope with soft placement off, so an impossible
 placement fails loudly. soft: the same scopes, but TensorFlow may move ops (e.g. to the CPU when
-no GPU exists); the report then shows what moved. cpu hides every GPU from the task.
+no GPU exists); the report then shows what moved. The devices themselves (which a task sees, its
+threads, its compute device) are set up by strategies.devices.
 """
 from __future__ import annotations
 
 import collections
-import os
 import re
 from typing import Callable, Dict, Optional
 
-from tfbench.config.errors import ConfigError
-
-
-def configure_environment(config) -> None:
-    """Before TensorFlow is imported: hide GPUs for --device=cpu."""
-    if config.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
-
-
-def configure_runtime(config, intra_threads: int, inter_threads: int, num_local_devices: int = 0) -> None:
-    """After import, before any op runs: threads, soft placement, placement logging, devices."""
-    from tfbench.framework.tf_import import tf
-
-    if intra_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(intra_threads)
-    if inter_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(inter_threads)
-    if config.device == "cpu":
-        tf.config.set_visible_devices([], "GPU")
-    for gpu in gpus():  # the plan gives each task its own GPU; take its memory as needed
-        tf.config.experimental.set_memory_growth(gpu, True)
-    tf.config.set_soft_device_placement(config.placement == "soft")
-    if config.log_device_placement:
-        tf.debugging.set_log_device_placement(True)
-    if num_local_devices > 1 and not gpus():
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_local_devices)])
-
-
-def gpus():
-    from tfbench.framework.tf_import import tf
-
-    return tf.config.list_physical_devices("GPU")
-
-
-def compute_device(config) -> str:
-    """The device scope steps and variables are placed under.
-
-    --device=gpu without a GPU: hard placement is refused here (before any op); soft placement
-    keeps the GPU scope and lets TensorFlow fall back to the CPU, which the report records.
-    """
-    if config.device == "gpu":
-        if not gpus() and config.placement == "hard":
-            raise ConfigError("--device=gpu with --placement=hard needs a GPU, and this machine has none")
-        return "/device:GPU:0"
-    return "/device:CPU:0"
-
-
-def local_devices(config, count: int):
-    """Device names for MirroredStrategy: GPUs when asked and present, else logical CPUs."""
-    from tfbench.framework.tf_import import tf
-
-    if config.device == "gpu" and gpus():
-        names = [d.name for d in tf.config.list_logical_devices("GPU")]
-    else:
-        names = [d.name for d in tf.config.list_logical_devices("CPU")]
-    return names[:max(1, count)]
-
+from strategies import devices
 
 _DEVICE = re.compile(r"device:([A-Z]+):(\d+)", re.IGNORECASE)
 
@@ -93,7 +35,7 @@ def capture_op_devices(run_step: Callable[[], object]) -> Dict[str, int]:
     The partition graphs are what the placer decided (after soft placement moved anything),
     not what the code requested. Empty when the step ran remotely (parameter servers).
     """
-    from tensorflow.python.eager import context
+    from tfbench.framework.tf_import import eager_context as context
 
     context.enable_run_metadata()
     try:
@@ -200,7 +142,7 @@ def report(config, device: str, op_devices: Dict[str, int], var_devices: Dict[st
     """What the task records about placement, so comparisons can show what soft placement did."""
     used = {d.split("/")[-1].split(":")[0] for d in op_devices if d != "unplaced"}
     fallback = config.device == "gpu" and "GPU" not in used and bool(op_devices)
-    visible = len(gpus())
+    visible = len(devices.gpus())
     out = {
         "placement": config.placement,
         "requested_device": config.device,

@@ -29,6 +29,16 @@ def run_cli(*args, timeout=300, env=None, module="tfbench"):
                           text=True, timeout=timeout, env=full_env)
 
 
+def python_sources(packages=("tfbench", "cluster", "strategies", "tools")):
+    """(path relative to the checkout, path) of every Python module of the project's packages."""
+    for package in packages:
+        for root, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    yield os.path.relpath(path, ROOT), path
+
+
 def processes_mentioning(text: str):
     """Live processes whose command line or environment mentions `text` (e.g. a run dir)."""
     found = []
@@ -89,15 +99,15 @@ _LEFT = pytest.StashKey[list]()
 
 
 def suite_leftovers(before: dict, settle_s: float = 0.0) -> list:
-    """What cluster.leftovers finds now (or after up to settle_s) and did not before, one line each."""
-    from cluster import leftovers
+    """What cluster.supervision.leftovers finds now (or after up to settle_s) and did not before, one line each."""
+    from cluster.supervision import leftovers
 
     new = leftovers.left_since(before, settle_s)
     return sorted(f"{kind}: {item}" for kind, items in new.items() for item in items)
 
 
 def pytest_sessionstart(session):
-    from cluster import leftovers
+    from cluster.supervision import leftovers
 
     session.config.stash[_BEFORE] = leftovers.snapshot()
 
@@ -176,7 +186,7 @@ def _no_tensorflow_in_a_fast_run(request):
 
 def pytest_sessionfinish(session, exitstatus):
     """Fails the suite when it leaves anything behind that was not there at its start
-    (cluster.leftovers), however every test ended; under xdist, pytest that started the workers
+    (cluster.supervision.leftovers), however every test ended; under xdist, pytest that started the workers
     checks once they are all done (a worker would see the other's processes)."""
     if xdist_worker(session.config):
         return

@@ -1,11 +1,11 @@
-"""Where each global step's time goes (tfbench.measure.breakdown, strategies.ps_split): the
+"""Where each global step's time goes (tfbench.measure.breakdown, strategies.parameter_server.split): the
 parts from known timestamps, the sum check, the record without timestamps, and the TensorBoard
 series; no TensorFlow."""
 import os
 
 import pytest
 
-from strategies import ps_split
+from strategies.parameter_server import split as ps_split
 from tfbench.measure import breakdown
 from tfbench.results.rundir import RunDir
 from tfbench.tensorboard import step_split

@@ -15,9 +15,9 @@ import psutil
 import pytest
 from test_emulated import ROOT, assert_nothing_left, setup_run, where_command
 
-from cluster import delay_line, link_probe, links, netns
 from cluster.launchers import launch as launcher
-from cluster.netns_exec import run_in
+from cluster.net import delay_line, link_probe, links, netns
+from cluster.net.netns_exec import run_in
 
 pytestmark = [pytest.mark.root, pytest.mark.serial, pytest.mark.timeout(90),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -29,7 +29,7 @@ def forwarders(key: str):
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmdline = p.info["cmdline"] or []
-        if "cluster.delay_line" in cmdline and switch in cmdline:
+        if "cluster.net.delay_line" in cmdline and switch in cmdline:
             found.append(p)
     return found
 
@@ -177,8 +177,10 @@ def test_an_exception_while_building_leaves_nothing(monkeypatch, failure):
 
 BUILDER = textwrap.dedent("""
     import os, sys, time
+
     sys.path.insert(0, sys.argv[1])
-    from cluster import links, netns
+    from cluster.net import links, netns
+
     key = netns.run_key("killed-builder")
     netns.claim(key, "killed-builder")
     running = links.build(links.plan_network(key, 2, 10 ** 8, 5.0))
@@ -189,7 +191,7 @@ BUILDER = textwrap.dedent("""
 
 def test_a_builder_killed_with_sigkill_leaves_nothing_after_cleanup():
     """The forwarder dies with the process that built the network (PR_SET_PDEATHSIG); the
-    namespaces, and the TAP devices in them, go with `python -m cluster.netns --cleanup`."""
+    namespaces, and the TAP devices in them, go with `python -m cluster.net.netns --cleanup`."""
     builder = subprocess.Popen([sys.executable, "-c", BUILDER, ROOT], stdout=subprocess.PIPE, text=True)
     try:
         key, pid = builder.stdout.readline().split()
@@ -200,7 +202,7 @@ def test_a_builder_killed_with_sigkill_leaves_nothing_after_cleanup():
         builder.wait()
     gone, alive = psutil.wait_procs([psutil.Process(int(pid))], timeout=5)
     assert alive == [] and forwarders(key) == []
-    cleanup = subprocess.run([sys.executable, "-m", "cluster.netns", "--cleanup"], cwd=ROOT,
+    cleanup = subprocess.run([sys.executable, "-m", "cluster.net.netns", "--cleanup"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
     assert cleanup.returncode == 0 and f"stale run {key}" in cleanup.stdout
     assert_run_gone(key)

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from cluster.launchers import registry
+from cluster.plan.topology import make_plan
 from cluster.slurm.nodes import checked_plan
-from cluster.topology import make_plan
 from conftest import run_cli
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
@@ -70,7 +70,7 @@ def test_emulated_hosts_show_namespaces_addresses_shaping_and_wrapped_commands(t
     assert "host h2: namespace tfb-KEY-h2, eth0 10.X.Y.4, joined to port h2 of br0" in out
     assert ("every host link shaped to 100 Mbit/s each way (100mbit) with tbf on the host's eth0 and its switch "
             "port: rate 12500000 bytes/s, burst 50000 bytes, queue limit 675000 bytes") in out
-    assert (f"command: {os.sys.executable} -m cluster.netns_exec tfb-KEY-h2 --hostname 10.X.Y.4 -- "
+    assert (f"command: {os.sys.executable} -m cluster.net.netns_exec tfb-KEY-h2 --hostname 10.X.Y.4 -- "
             f"{os.sys.executable} -m tfbench.task --run_dir {tmp_path}/planned --task ps_0") in out
     assert '"ps": ["10.X.Y.4:' in out  # TF_CONFIG names the hosts' addresses
     assert "unshaped veth" in render(tmp_path, network="emulated", strategy="multi_worker_mirrored", num_workers=2)
@@ -97,7 +97,7 @@ def test_slurm_on_emulated_nodes_shows_the_private_cluster_and_asks_no_sinfo(tmp
 def test_local_multi_task_runs_show_their_private_namespace(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     out = render(tmp_path, strategy="multi_worker_mirrored", num_workers=2)
-    assert out.count(f"-m cluster.netns_exec tfb-KEY-local -- {os.sys.executable} -m tfbench.task") == 2
+    assert out.count(f"-m cluster.net.netns_exec tfb-KEY-local -- {os.sys.executable} -m tfbench.task") == 2
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert "not root, so no private network namespace" in render(tmp_path, strategy="multi_worker_mirrored",
                                                                  num_workers=2)

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from cluster import link_probe, links, netns, netns_exec
 from cluster.launchers import launch as launcher
-from cluster.topology import make_plan
+from cluster.net import link_probe, links, netns, netns_exec
+from cluster.plan.topology import make_plan
 from conftest import processes_mentioning
 from tfbench.config import RunConfig
 from tfbench.loop import progress
@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.root, pytest.mark.timeout(90),
 # Records where the task runs (network namespace, hostname), then becomes the fake task.
 WHERE = textwrap.dedent("""
     import json, os, socket, sys
+
     with open(os.path.join(os.environ["TFBENCH_RUN_DIR"], "tasks", os.environ["TFBENCH_TASK"] + ".where"), "w") as f:
         json.dump({"netns": os.readlink("/proc/self/ns/net"), "hostname": socket.gethostname()}, f)
     os.execv(sys.executable, [sys.executable, sys.argv[1]])
@@ -233,11 +234,13 @@ def test_task_killed_with_sigkill_leaves_nothing(tmp_path):
 
 DRIVER = textwrap.dedent("""
     import sys
+
     sys.path.insert(0, sys.argv[2])
     from cluster.launchers import launch as launcher
-    from cluster.spec import ClusterPlan
+    from cluster.plan.spec import ClusterPlan
     from tfbench.config import RunConfig
     from tfbench.results.rundir import RunDir
+
     run = RunDir(sys.argv[1])
     launcher.run(ClusterPlan.from_dict(run.read_json("plan.json")), run,
                  RunConfig.from_dict(run.read_json("config.json")),
@@ -272,6 +275,7 @@ def test_launcher_interrupted_or_killed_leaves_nothing(tmp_path, sig):
     assert_nothing_left(run)
 
 
+@pytest.mark.serial  # its namespace is stale by design: a clean-up by any test beside it would take it first
 def test_cleanup_command_removes_namespaces_of_dead_owners(tmp_path):
     from pyroute2 import netns as pr_netns
 
@@ -282,10 +286,10 @@ def test_cleanup_command_removes_namespaces_of_dead_owners(tmp_path):
     with open(os.path.join(netns.OWNER_DIR, f"{key}.json"), "w") as f:
         json.dump({"pid": dead.pid, "create_time": 0.0, "run_dir": "dead-run"}, f)
     pr_netns.create(netns.ns_name(key, "h0"))
-    listing = subprocess.run([sys.executable, "-m", "cluster.netns", "--list"], cwd=ROOT, capture_output=True,
+    listing = subprocess.run([sys.executable, "-m", "cluster.net.netns", "--list"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60).stdout
     assert f"{netns.ns_name(key, 'h0')}\tstale" in listing
-    cleanup = subprocess.run([sys.executable, "-m", "cluster.netns", "--cleanup"], cwd=ROOT,
+    cleanup = subprocess.run([sys.executable, "-m", "cluster.net.netns", "--cleanup"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
     assert cleanup.returncode == 0 and f"stale run {key}" in cleanup.stdout
     assert [n for n in netns.list_namespaces() if netns.key_of(n) == key] == [] and netns.owner(key) is None

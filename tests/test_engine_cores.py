@@ -10,6 +10,7 @@ import yaml
 from cluster.slurm import nodes, steps
 from conftest import run_cli
 from tfbench.config import ConfigError, RunConfig, validate
+from tfbench.config.kinds import KINDS
 
 MORE = 4 * os.cpu_count()  # more cores than this machine has
 
@@ -34,7 +35,7 @@ def test_slurm_and_engine_cores_are_not_this_machines(tmp_path):
                       cores_per_worker=MORE, logdir=str(tmp_path))
     assert validate(slurm) is slurm
     k8s = RunConfig(strategy="parameter_server", num_workers=2, cores_per_worker=MORE, logdir=str(tmp_path))
-    assert validate(k8s, by_hand=True, engine_nodes=True) is k8s
+    assert validate(k8s, kind=KINDS["kubernetes"]) is k8s
     with pytest.raises(ConfigError, match="this machine's"):
         validate(k8s)  # a local run still takes this machine's cores
     with pytest.raises(ConfigError, match="0 \\(auto\\) or more"):

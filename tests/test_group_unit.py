@@ -10,7 +10,7 @@ import pytest
 
 from cluster.launchers import launch as launcher
 from cluster.launchers.base import Launcher, Unit, unit_env
-from cluster.topology import make_plan
+from cluster.plan.topology import make_plan
 from conftest import processes_mentioning
 from tfbench.config import RunConfig
 from tfbench.results import records, rundir
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 # srun step with --kill-on-bad-exit would (which, like srun, takes a moment to stop the others).
 GROUP = textwrap.dedent("""
     import os, subprocess, sys, time
+
     fake, names = sys.argv[1], sys.argv[2:]
     procs = [subprocess.Popen([sys.executable, fake], env=dict(os.environ, TFBENCH_TASK=n)) for n in names]
     while True:

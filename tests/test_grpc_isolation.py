@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from cluster import netns, netns_exec
+from cluster.net import netns, netns_exec
 from conftest import ROOT, TINY
 
 

@@ -28,7 +28,7 @@ ENTRY_POINTS = {
 
 
 # Every command a user runs; --helpfull must answer like --help, with exit code 0.
-USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.by_hand", "cluster.k8s", "cluster.merge", "cluster.netns",
+USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.by_hand", "cluster.k8s", "cluster.merge", "cluster.net.netns",
                      "tools.sweep", "tools.report", "tools.report.tb_export", "tools.report.latency", "tools.model",
                      "tools.bench", "tools.bench.overhead", "tools.bench.peak", "tools.bench.minimal_loop",
                      "tools.bench.soak", "tools.bench.delay_line_ceiling")

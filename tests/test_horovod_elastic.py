@@ -6,14 +6,16 @@ import os
 import subprocess
 
 import pytest
+from tfrun import cluster_record, run_tiny, scalars, task_records
 
 import tfbench.config as config_lib
-from cluster import horovod_elastic, recovery
-from cluster.spec import ClusterPlan, TaskSpec
+from cluster.faults import recovery
+from cluster.horovod import elastic as horovod_elastic
+from cluster.plan.spec import ClusterPlan, TaskSpec
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import KINDS
 from tfbench.measure import elastic_steps
 from tfbench.results import records, table
-from tfrun import cluster_record, run_tiny, scalars, task_records
 
 ELASTIC = ("--strategy=horovod", "--num_workers=2", "--horovod_elastic")
 ELASTIC_STEPS = 1000
@@ -22,7 +24,7 @@ ELASTIC_STEPS = 1000
 def make(by_hand=False, **kw):
     base = dict(strategy="horovod", num_workers=2, horovod_elastic=True)
     base.update(kw)
-    return config_lib.validate(config_lib.RunConfig(**base), gpu_count=0, by_hand=by_hand)
+    return config_lib.validate(config_lib.RunConfig(**base), gpu_count=0, kind=KINDS["by_hand"] if by_hand else None)
 
 
 @pytest.mark.parametrize("kw,message", [
@@ -182,7 +184,7 @@ def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
 @pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
 def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
     """horovodrun is no task of ours: the launcher's death kills it (PR_SET_PDEATHSIG, SIGKILL:
-    cluster.horovodrun), and its per-rank middlemen then stop the ranks it started."""
+    cluster.horovod.horovodrun), and its per-rank middlemen then stop the ranks it started."""
     import signal
     import sys
     import time
@@ -207,7 +209,7 @@ def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
     while processes_mentioning(run) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not processes_mentioning(run)  # horovodrun, its shells and both ranks
-    cleanup = subprocess.run([sys.executable, "-m", "cluster.netns", "--cleanup"], cwd=ROOT, capture_output=True,
+    cleanup = subprocess.run([sys.executable, "-m", "cluster.net.netns", "--cleanup"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)  # what the next run does: the dead run's namespace goes
     assert cleanup.returncode == 0 and "stale run" in cleanup.stdout
 

@@ -1,7 +1,7 @@
 """Kubernetes manifests: every object tfbench writes (ConfigMap, Service, Job, JobSet, TFJob) passes
 its kind's published schema offline and the name rules of the API server and the kind's
 controller (tests/k8s_schemas.py), whatever the run id; each pod requests its own role's CPUs;
-and every pod's TF_CONFIG (set by the training operator, or built by cluster.k8s_index from the
+and every pod's TF_CONFIG (set by the training operator, or built by cluster.k8s.index from the
 pod's index) round-trips through TFConfigClusterResolver to the plan's task at the DNS name the
 controller gives that pod. No Kubernetes cluster was available to run them here."""
 import copy
@@ -11,13 +11,13 @@ import sys
 
 import pytest
 import yaml
-
-from cluster import k8s_manifests as k8s
-from cluster.k8s_index import tf_config_for
-from cluster.launchers import resolved_task
-from cluster.spec import ClusterPlan
-from conftest import ROOT, run_cli
 from k8s_schemas import dns1035_label, name_errors, rejected, schema_errors
+
+from cluster.k8s import manifests as k8s
+from cluster.k8s.index import tf_config_for
+from cluster.launchers import resolved_task
+from cluster.plan.spec import ClusterPlan
+from conftest import ROOT, run_cli
 from tfbench.config import RunConfig
 from tfbench.results.rundir import default_run_id
 
@@ -190,7 +190,7 @@ def test_pod_index_tf_config_round_trips(config, builder, resolver_for):
     plan = plan_in(objects[0])
     seen = []
     for role, index, host, command in indexed_pods(objects):
-        assert f"cluster.k8s_index /etc/tfbench/plan.json {role} python -m tfbench.task --task tf_config" in command
+        assert f"cluster.k8s.index /etc/tfbench/plan.json {role} python -m tfbench.task --task tf_config" in command
         resolver = resolver_for(tf_config_for(plan, role, index))
         assert (resolver.task_type, resolver.task_id) == (role, index)
         assert resolver.cluster_spec().as_dict()[role][index] == f"{host}.bench.svc:2222"
@@ -215,10 +215,10 @@ def test_k8s_index_refuses_a_pod_outside_the_plan(tmp_path):
     plan_json.write_text(json.dumps(plan_in(k8s.jobset(PS, TARGET)[0]).to_dict()))
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT}
     for index, message in (("", "run this as an Indexed Job's pod"), ("2", "no task worker_2")):
-        proc = subprocess.run([sys.executable, "-m", "cluster.k8s_index", str(plan_json), "worker", "true"],
+        proc = subprocess.run([sys.executable, "-m", "cluster.k8s.index", str(plan_json), "worker", "true"],
                               capture_output=True, text=True, env=dict(env, JOB_COMPLETION_INDEX=index))
         assert proc.returncode == 2 and message in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "cluster.k8s_index", str(plan_json), "worker", "sh", "-c",
+    proc = subprocess.run([sys.executable, "-m", "cluster.k8s.index", str(plan_json), "worker", "sh", "-c",
                            "echo $TF_CONFIG"], capture_output=True, text=True, env=dict(env, JOB_COMPLETION_INDEX="1"))
     assert proc.returncode == 0 and json.loads(proc.stdout)["task"] == {"type": "worker", "index": 1}
 

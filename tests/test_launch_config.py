@@ -7,6 +7,7 @@ import pytest
 from conftest import run_cli
 from tfbench.config import RunConfig, validate
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import KINDS
 
 
 def check(tmp_path, **kw):
@@ -52,7 +53,7 @@ def test_slurm_times_and_flags_accepted(tmp_path):
 
 def test_manual_path_accepts_other_machines(tmp_path):
     config = RunConfig(logdir=str(tmp_path), strategy="multi_worker_mirrored", num_workers=2, hosts=("nodeA", "nodeB"))
-    assert validate(config, by_hand=True) is config
+    assert validate(config, kind=KINDS["by_hand"]) is config
 
 
 def test_cli_refuses_other_hosts_before_anything_starts(tmp_path):

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from cluster.launchers import launch as launcher
-from cluster.spec import ClusterPlan
-from cluster.status import StatusLine
-from cluster.topology import make_plan
+from cluster.plan.spec import ClusterPlan
+from cluster.plan.topology import make_plan
+from cluster.supervision.status import StatusLine
 from conftest import processes_mentioning
 from tfbench.config import RunConfig
 from tfbench.loop import progress
@@ -157,11 +157,13 @@ def test_deadline_ends_the_run(tmp_path):
 
 DRIVER = textwrap.dedent("""
     import json, signal, sys
+
     sys.path.insert(0, sys.argv[2])
     from cluster.launchers import launch as launcher
-    from cluster.spec import ClusterPlan
+    from cluster.plan.spec import ClusterPlan
     from tfbench.config import RunConfig
     from tfbench.results.rundir import RunDir
+
     run = RunDir(sys.argv[1])
     before = signal.getsignal(signal.SIGINT)  # Python's default handler, or SIG_IGN when started in the background
     result = launcher.run(ClusterPlan.from_dict(run.read_json("plan.json")),
@@ -288,7 +290,7 @@ def test_horovod_ranks_in_other_sessions_are_killed(tmp_path):
 def test_default_commands_run_the_task_module(tmp_path):
     plan, run, config = setup_run(tmp_path, strategy="horovod")
     group = launcher.default_group_command(run)(plan)
-    assert group[:8] == [sys.executable, "-m", "cluster.horovodrun", "--gloo", "-np", "2", "-H", "localhost:2"]
+    assert group[:8] == [sys.executable, "-m", "cluster.horovod.horovodrun", "--gloo", "-np", "2", "-H", "localhost:2"]
     assert group[-4:] == ["--run_dir", run.path, "--task", "horovod"]
     task = launcher.default_command(run)(plan.task("worker_1"))
     assert task == [sys.executable, "-m", "tfbench.task", "--run_dir", run.path, "--task", "worker_1"]

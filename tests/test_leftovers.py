@@ -1,4 +1,4 @@
-"""cluster.leftovers, behind the suite's own end check (conftest) and make soak, sees what a
+"""cluster.supervision.leftovers, behind the suite's own end check (conftest) and make soak, sees what a
 leaking run would leave. Other tests may run at once (make test runs the unit tests and the root
 tests that time nothing side by side), so each test looks only at what it made itself."""
 import os
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
+from cluster.supervision import leftovers
 from conftest import suite_leftovers
-from cluster import leftovers
 
 
 def mine(lines, mark: str) -> list:

@@ -4,7 +4,7 @@ the configured ones, and the delay line's refusals."""
 import numpy as np
 import pytest
 
-from cluster import delay_line, link_probe, links
+from cluster.net import delay_line, link_probe, links
 
 
 def round_trips(sizes, alpha_s, beta, noise=0.0, seed=0):

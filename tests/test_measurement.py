@@ -5,7 +5,7 @@ import dataclasses
 from typing import Dict, Optional
 
 from strategies.measurement import Checkpointing, Measurement, TaskSummary, absent, fields_of, flat
-from strategies.ps_records import PsCoordinator, PsFields, PsWorker
+from strategies.parameter_server.records import PsCoordinator, PsFields, PsWorker
 from tfbench.loop.step_loop import StepTiming
 
 

@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
-from cluster.topology import make_plan
+from cluster.plan.topology import make_plan
 from tfbench.config import RunConfig
 from tfbench.monitor import Monitor, NullMonitor, monitor_factory
 from tfbench.monitor.gpu import GpuSampler

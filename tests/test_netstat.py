@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cluster.topology import make_plan
+from cluster.plan.topology import make_plan
 from tfbench.config import RunConfig
 from tfbench.monitor import Monitor
 from tfbench.monitor.netstat import SocketTraffic
@@ -19,6 +19,7 @@ DOWN = 3 * 2 ** 20  # server -> client
 # so the test can sample while the connection is open and again after it is closed.
 SERVER = textwrap.dedent(f"""
     import socket, sys
+
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -38,6 +39,7 @@ SERVER = textwrap.dedent(f"""
 
 CLIENT = textwrap.dedent(f"""
     import socket, sys
+
     c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
     print("connected", flush=True)
     sys.stdin.readline()

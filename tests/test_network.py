@@ -6,8 +6,8 @@ import os
 import pytest
 
 import tfbench.config as config_lib
-from cluster import links, netns
-from cluster.topology import emulated_hosts, make_plan, with_hosts
+from cluster.net import links, netns
+from cluster.plan.topology import emulated_hosts, make_plan, with_hosts
 from conftest import run_cli
 from tfbench.config import ConfigError, RunConfig, link_rate_bps, validate
 from tfbench.monitor import host_links

@@ -1,10 +1,10 @@
-"""The asynchronous parameter-server rounds (strategies.ps_rounds) driven by the one step loop
+"""The asynchronous parameter-server rounds (strategies.parameter_server.rounds) driven by the one step loop
 with a fake coordinator: a phase's closures are scheduled once its first step's hooks ran, each
 round ends a step, the warm-up is drained before the measured window starts, and under a
 staleness bound closures that found their worker too far ahead are replaced and counted, and
 updates beyond the last round are kept apart. No TensorFlow."""
-from strategies.ps_ops import PsLog
-from strategies.ps_rounds import PIPELINE_DEPTH, BoundedRounds, Rounds
+from strategies.parameter_server.ops import PsLog
+from strategies.parameter_server.rounds import PIPELINE_DEPTH, BoundedRounds, Rounds
 from tfbench.config import RunConfig
 from tfbench.loop.step_loop import StepLoop
 

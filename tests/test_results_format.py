@@ -8,14 +8,15 @@ import io
 import os
 
 import pytest
-
-import tfbench.config as config_lib
-from cluster import merge, outcome
-from cluster.run_setup import prepare_run_dir
-from cluster.status import StatusLine
-from cluster.topology import make_plan
 from report_runs import write_run
 from results_doc import documented, undocumented, undocumented_in_run
+
+import tfbench.config as config_lib
+from cluster import merge
+from cluster.plan.topology import make_plan
+from cluster.run_setup import prepare_run_dir
+from cluster.supervision import outcome
+from cluster.supervision.status import StatusLine
 from tfbench.config import RunConfig
 from tfbench.results import records, rundir
 from tools.report import results_csv

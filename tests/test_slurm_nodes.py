@@ -129,7 +129,7 @@ def test_two_tasks_run_on_two_nodes_named_as_in_slurm(cluster, tmp_path):
 
 
 def test_step_on_h0_reaches_h1_through_the_shaped_links(cluster, tmp_path):
-    from cluster import links
+    from cluster.net import links
 
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
@@ -145,7 +145,7 @@ def test_step_on_h0_reaches_h1_through_the_shaped_links(cluster, tmp_path):
 
 def test_stop_cancels_running_jobs_and_leaves_nothing():
     """A cluster of its own, stopped while a job's steps run on both nodes."""
-    from cluster import netns, root_link
+    from cluster.net import netns, root_link
 
     cluster = _start(2, cpus_per_node=1)
     try:
@@ -159,7 +159,7 @@ def test_stop_cancels_running_jobs_and_leaves_nothing():
 
 def _stop_with_a_job_running(cluster):
     """Submits a 2-node job, waits for its steps, stops the cluster; (job processes, daemons)."""
-    from cluster import netns
+    from cluster.net import netns
 
     proc = subprocess.run(["sbatch", "-N2", "-n2", "--output=/dev/null", "--wrap", "srun sleep 300"],
                           env=cluster.env, capture_output=True, text=True, timeout=30)
@@ -181,7 +181,7 @@ def test_killed_node_goes_down_and_its_job_ends_naming_it(everything, tmp_path):
     and once it has not answered for SlurmdTimeout it is set DOWN and the job on it ends
     (NODE_FAIL, not requeued). Whether only slurmd died or the node's steps with it makes no
     difference to what Slurm says."""
-    from cluster import netns
+    from cluster.net import netns
 
     cluster = _start(2, cpus_per_node=1, slurmd_timeout=3, message_timeout=2)
     try:
@@ -215,7 +215,7 @@ def test_killed_node_goes_down_and_its_job_ends_naming_it(everything, tmp_path):
 
 OWNER = r"""
 import json, subprocess, sys, time
-from cluster import root_link
+from cluster.net import root_link
 from cluster.slurm.node_cluster import NodeSlurm
 cluster = NodeSlurm(sys.argv[1])
 cluster.start(2, cpus_per_node=1, link_rate_bps=10_000_000)
@@ -229,10 +229,10 @@ time.sleep(600)
 
 def test_owner_killed_outright_leaves_nothing_after_netns_cleanup():
     """munged, slurmctld and slurmd die with their owner; the job's processes stay in the namespaces
-    until `python -m cluster.netns --cleanup`, which kills them and removes the namespaces and link."""
+    until `python -m cluster.net.netns --cleanup`, which kills them and removes the namespaces and link."""
     from pyroute2 import IPRoute
 
-    from cluster import netns
+    from cluster.net import netns
 
     _install()
     directory = tempfile.mkdtemp(prefix="tfbench-slurm-nodes-")
@@ -253,7 +253,7 @@ def test_owner_killed_outright_leaves_nothing_after_netns_cleanup():
         assert not alive, f"daemons outlived their owner: {[p.name() for p in alive]}"
         assert facts["key"] in netns.stale_keys()
         assert any(p.is_running() and p.name() == "slurmstepd" for p in inside)  # what only the clean-up ends
-        proc = subprocess.run([sys.executable, "-m", "cluster.netns", "--cleanup"], cwd=ROOT, capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "cluster.net.netns", "--cleanup"], cwd=ROOT, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0 and f"stale run {facts['key']}" in proc.stdout, proc.stdout + proc.stderr
         _, alive = psutil.wait_procs(inside, timeout=5)

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, TINY, run_cli
+
 RATE = 100_000_000  # the links of the emulated nodes, bits/s
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(240),
@@ -32,9 +33,9 @@ def run_on_nodes(logdir, run_id, *args, ok=True):
 def assert_nothing_left(run):
     """No namespace, owner file, login link or daemon of the run's cluster; its job left the queue."""
     from pyroute2 import IPRoute
-
-    from cluster import netns
     from tfrun import cluster_record
+
+    from cluster.net import netns
 
     with open(os.path.join(run, "network.json")) as f:
         key = json.load(f)["key"]
@@ -51,8 +52,9 @@ def assert_nothing_left(run):
 def assert_across_nodes(run, nodes):
     """Every task record names its Slurm node and that node's address; the links were shaped and
     their counters, the node monitors and TensorBoard cover every node."""
-    from cluster import links
     from tfrun import cluster_record, scalars, task_records
+
+    from cluster.net import links
 
     cluster = cluster_record(run)
     assert cluster["status"] == "ok", cluster.get("reason")
@@ -128,8 +130,9 @@ def test_a_task_killed_on_its_node_ends_the_job_naming_the_fault(logdir):
 def test_a_lost_node_ends_the_job_naming_the_node(logdir):
     """h1's slurmd is killed mid-run (what NodeSlurm.kill_node does): slurmctld sets the node DOWN
     after SlurmdTimeout, the job ends NODE_FAIL (never requeued) and the failure names h1."""
-    from cluster import netns
     from tfrun import cluster_record
+
+    from cluster.net import netns
 
     run = os.path.join(logdir, "lost")
     command = [sys.executable, "-m", "tfbench", *TINY, f"--logdir={logdir}", "--run_id=lost", *EMULATED,

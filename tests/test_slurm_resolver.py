@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from cluster.launchers import resolved_task
+from cluster.plan.topology import make_plan
 from cluster.slurm import resolver as slurm_resolver
-from cluster.topology import make_plan
 from tfbench.config import RunConfig
 
 PS = make_plan(RunConfig(strategy="parameter_server", num_workers=2, num_ps=1, hosts=("slurm-node",)))

@@ -15,14 +15,15 @@ import pytest
 
 from tfbench.config.errors import ConfigError
 from tfbench.results import records
-from tools.sweep import grid as grid_lib
-from tools.sweep import cli as sweep
 from tools.rundirs.sweep_state import SweepDir
+from tools.sweep import cli as sweep
+from tools.sweep import grid as grid_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FAKE = textwrap.dedent(f"""
     import json, os, sys, time
+
     sys.path.insert(0, {REPO!r})
     from tfbench.results import rundir  # light imports only: the fake must start fast
     from tfbench.config import RunConfig
@@ -194,7 +195,7 @@ def test_cli_runs_the_sweep_then_prints_the_report(tmp_path, fake, monkeypatch):
 
 
 def test_sweeps_over_cluster_sizes_give_every_point_the_same_cores_per_worker(monkeypatch):
-    from cluster import cores
+    from cluster.plan import cores
 
     monkeypatch.setattr(cores, "available_cores", lambda: (0, 1, 2, 3))
     Grid = grid_lib.Grid

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from cluster.cores import split_cores
-from cluster.ports import PortAllocator
-from cluster.topology import make_plan, with_new_ports
+from cluster.plan.cores import split_cores
+from cluster.plan.ports import PortAllocator
+from cluster.plan.topology import make_plan, with_new_ports
 from conftest import run_cli
 from tfbench.config import RunConfig
 

@@ -63,7 +63,7 @@ def main(argv) -> int:
     os.environ.setdefault(startup.LAUNCHED_ENV, repr(time.time()))  # tasks' start-up starts here
     if len(argv) > 1:
         fail_usage(f"unexpected arguments: {' '.join(argv[1:])} (flags are --name=value)")
-    from cluster.kinds import kind_of
+    from tfbench.config.kinds import kind_of
 
     memory_estimate = None
     try:
@@ -115,8 +115,8 @@ def dry_run(config, plan, memory_estimate=None) -> int:
 
 
 def launch(config, plan) -> int:
-    from cluster.launchers import launch as launcher
     from cluster import run_end
+    from cluster.launchers import launch as launcher
     from cluster.run_setup import prepare_run_dir
 
     try:

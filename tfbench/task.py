@@ -11,9 +11,8 @@ import os
 import sys
 import traceback
 
-from cluster import horovod_elastic
 from cluster.launchers import resolved_task
-from cluster.spec import ClusterPlan, TaskSpec
+from cluster.plan.spec import ClusterPlan, TaskSpec
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
 from tfbench.loop import progress
@@ -25,13 +24,8 @@ DUMP_WEIGHTS_ENV = "TFBENCH_DUMP_WEIGHTS"  # path: save initial/final weights (a
 
 
 def resolve_task(plan: ClusterPlan, name: str) -> TaskSpec:
-    if name in resolved_task.RESOLVERS:  # the role comes from Slurm or TF_CONFIG at start-up
+    if name in resolved_task.ENTRIES:  # the role comes from Slurm, TF_CONFIG or Horovod at start-up
         return resolved_task.resolve(plan, name)
-    if name == "horovod" and os.environ.get(horovod_elastic.HOSTS_ENV):  # the task follows the rank's host
-        return horovod_elastic.task_of(plan, os.environ.get("HOROVOD_HOSTNAME", ""), os.environ[horovod_elastic.HOSTS_ENV])
-    if name == "horovod":
-        rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "-1")))
-        return plan.horovod_rank(rank)
     return plan.task(name)
 
 
@@ -63,9 +57,9 @@ def prepare_process(config: RunConfig, task: TaskSpec) -> None:
     if task.cores:
         os.sched_setaffinity(0, task.cores)
     os.environ.update(task.full_env())  # TF_CONFIG, the GPU this task sees
-    from strategies import placement
+    from strategies import devices
 
-    placement.configure_environment(config)
+    devices.configure_environment(config)
 
 
 def main(argv=None) -> int:
@@ -77,7 +71,7 @@ def main(argv=None) -> int:
     config = RunConfig.from_dict(run.read_json("config.json"))
     plan = ClusterPlan.from_dict(run.read_json("plan.json"))
     task = resolve_task(plan, args.task)
-    if args.task == "horovod" or args.task in resolved_task.RESOLVERS:
+    if args.task in resolved_task.ENTRIES:
         redirect_output(run.task_log(task.name))
     progress.write_progress(run.path, task.name, "starting", 0, config.total_steps)
     prepare_process(config, task)
@@ -110,19 +104,19 @@ def end_without_teardown() -> None:
 
 
 def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) -> None:
-    from strategies import placement
+    from strategies import devices
     from tfbench.framework.tf_import import tf  # noqa: F401  (after the environment is prepared)
 
     startup.mark("tf_imported")
 
     local_devices = config.effective_num_local_devices
-    placement.configure_runtime(config, task.intra_threads, task.inter_threads, local_devices)
+    devices.configure_runtime(config, task.intra_threads, task.inter_threads, local_devices)
 
     def ready():
         progress.write_progress(run.path, task.name, "ready", 0, config.total_steps)
 
-    if config.strategy == "parameter_server" and task.role in ("ps", "worker"):
-        from strategies.parameter_server import serve
+    if task.service:  # a parameter server's ps and workers: servers the coordinator drives
+        from strategies.parameter_server.server import serve
 
         serve(task, task.intra_threads, task.inter_threads, ready)
         return None
@@ -210,7 +204,7 @@ def dump_weights(adapter, task: TaskSpec) -> None:
     path = os.environ.get(DUMP_WEIGHTS_ENV)
     if not path or task.index != 0 or task.role not in ("worker", "chief"):
         return
-    if adapter.config.strategy == "parameter_server" and task.role != "chief":
+    if adapter.config.traits.has_ps and task.role != "chief":
         return
     import numpy as np
 

@@ -22,8 +22,8 @@ import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from cluster import teardown
-from cluster.spec import ClusterPlan, TaskSpec
+from cluster.plan.spec import ClusterPlan, TaskSpec
+from cluster.supervision import teardown
 from tfbench.results.rundir import RunDir
 
 HOROVOD_GROUP = "horovodrun"

@@ -23,14 +23,15 @@ import os
 import shlex
 from typing import Dict, List
 
-from cluster import horovod_elastic, links, netns, netns_exec, private_net, root_link
+from cluster.horovod import elastic as horovod_elastic
 from cluster.launchers.base import default_command
 from cluster.launchers.local import default_group_command
 from cluster.launchers.slurm import inside_allocation
+from cluster.net import links, netns, netns_exec, private_net, root_link
+from cluster.plan.spec import ClusterPlan, TaskSpec
+from cluster.plan.topology import with_hosts
 from cluster.slurm import batch, layout, steps
 from cluster.slurm import horovod as slurm_horovod
-from cluster.spec import ClusterPlan, TaskSpec
-from cluster.topology import with_hosts
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 
@@ -56,7 +57,7 @@ def _task_line(t: TaskSpec) -> List[str]:
 def local_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     """cluster.launchers.local: processes of this machine, in a private namespace when it makes one."""
     lines, namespace = [], None
-    if private_net.needed(plan.strategy):
+    if private_net.needed(plan.traits):
         if os.geteuid() == 0:
             namespace = netns.ns_name(KEY, "local")
             lines.append(f"network: every task inside the private network namespace {namespace} (loopback only: "
@@ -68,11 +69,11 @@ def local_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     command_for = default_command(run)
     for t in plan.tasks:
         lines += _task_line(t)
-        if plan.strategy == "horovod":
+        if plan.traits.ranks:
             lines.append(f"    Horovod rank {t.horovod_rank}, started by horovodrun below")
         else:
             lines.append(f"    command: {shlex.join(wrap(command_for(t)))}")
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         lines.append(f"horovodrun (one process for every rank): "
                      f"{shlex.join(wrap(default_group_command(run, config)(plan)))}")
     if config.horovod_elastic:
@@ -91,10 +92,10 @@ def emulated_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[st
         lines.append(f"  host {name}: namespace {netns.ns_name(KEY, name)}, {links.HOST_IFACE} {address[name]}, "
                      f"joined to port {name} of {links.BRIDGE}")
     lines.append(f"links: {_shaping(config)}")
-    lines.append("then the link probe (cluster.link_probe) measures round trip, alpha, beta and one TCP stream each "
+    lines.append("then the link probe (cluster.net.link_probe) measures round trip, alpha, beta and one TCP stream each "
                  "way between h0 and h1, refuses links that are not what was asked for, and records them")
     plan = with_hosts(plan, address)
-    envs = _rank_envs(plan, bridge) if plan.strategy == "horovod" else {}
+    envs = _rank_envs(plan, bridge) if plan.traits.ranks else {}
     command_for = default_command(run)
     for t in plan.tasks:
         lines += _task_line(t)
@@ -102,13 +103,13 @@ def emulated_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[st
         if t.name in envs:
             lines.append(f"    Horovod rank {t.horovod_rank}: " + " ".join(f"{k}={v}" for k, v in envs[t.name].items()))
         lines.append(f"    command: {shlex.join(netns_exec.command(host_ns, command_for(t), hostname=t.host))}")
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         lines.append(f"Horovod's rendezvous server runs in {switch} at {bridge}:{PORT}; no horovodrun")
     return lines
 
 
 def _shaping(config: RunConfig) -> str:
-    delay = (f"; TAP pairs instead of veth, and one user-space delay line (cluster.delay_line, in the switch "
+    delay = (f"; TAP pairs instead of veth, and one user-space delay line (cluster.net.delay_line, in the switch "
              f"namespace) holds what each host sends {config.link_latency:g} ms"
              + (f" ± {config.link_jitter:g} ms" if config.link_jitter else "") if config.link_latency else "")
     rate = config.link_rate_bps
@@ -121,8 +122,8 @@ def _shaping(config: RunConfig) -> str:
 
 
 def _rank_envs(plan: ClusterPlan, rendezvous_address: str) -> Dict[str, Dict[str, str]]:
-    """Task name -> the rank variables the emulated launcher gives it (cluster.horovod_gloo)."""
-    from cluster import horovod_gloo
+    """Task name -> the rank variables the emulated launcher gives it (cluster.horovod.gloo)."""
+    from cluster.horovod import gloo as horovod_gloo
 
     keep = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_HOSTNAME", "HOROVOD_GLOO_RENDEZVOUS_ADDR",
             "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_GLOO_IFACE")
@@ -141,7 +142,7 @@ def _slurm_nodes(config: RunConfig, plan: ClusterPlan) -> List[str]:
         lines.append(f"  node h{i}: slurmd -N h{i} in namespace {netns.ns_name(KEY, f'h{i}')} (hostname h{i}), "
                      f"{links.HOST_IFACE} {SUBNET}.{i + 2}, claims CPUs={cpus}; tasks: {', '.join(placed.tasks_on(i))}")
     lines.append(f"links: {_shaping(config)}")
-    lines.append("then the link probe (cluster.link_probe) measures h0-h1 as for --network=emulated, and the job "
+    lines.append("then the link probe (cluster.net.link_probe) measures h0-h1 as for --network=emulated, and the job "
                  "below is submitted to that cluster; its daemons, namespaces and links stop when the job ends")
     return lines
 
@@ -149,7 +150,7 @@ def _slurm_nodes(config: RunConfig, plan: ClusterPlan) -> List[str]:
 def slurm_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     """cluster.launchers.slurm: the sbatch script, or the srun steps inside an allocation."""
     exports = {}
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         exports[slurm_horovod.RENDEZVOUS_ENV] = f"{slurm_horovod.rendezvous_address()}:{PORT}"
     lines = _slurm_ranks(config, plan)
     if inside_allocation():
@@ -174,7 +175,7 @@ def _slurm_ranks(config: RunConfig, plan: ClusterPlan) -> List[str]:
     """Which task each Slurm rank becomes, and on which node."""
     cpus = steps.cpus_per_task(config)
     per_node = steps.tasks_per_node(config, plan)
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         return [f"{t.name}: Slurm rank {t.horovod_rank} = Horovod rank {t.horovod_rank}, task "
                 f"{t.horovod_rank % per_node} of node {t.horovod_rank // per_node}, {cpus} CPU(s)"
                 for t in sorted(plan.tasks, key=lambda t: t.horovod_rank)] + [

@@ -1,10 +1,10 @@
 """The emulated launcher: each host of the plan a network namespace, joined by shaped links.
 
 setup() removes the namespaces of dead runs, claims a run key, builds the hosts, switch and
-links (cluster.links), gives the plan's hosts h0, h1, ... their addresses (TF_CONFIG follows),
+links (cluster.net.links), gives the plan's hosts h0, h1, ... their addresses (TF_CONFIG follows),
 measures the rate the links really carry, and for Horovod starts Horovod's Gloo rendezvous
-inside the switch namespace (cluster.horovod_gloo). Every task then runs inside its host's
-namespace (cluster.netns_exec), so its gRPC servers are reachable from the run's namespaces
+inside the switch namespace (cluster.horovod.gloo). Every task then runs inside its host's
+namespace (cluster.net.netns_exec), so its gRPC servers are reachable from the run's namespaces
 only. cleanup() stops the rendezvous and the delay line (a delayed network's), and removes
 every namespace of the run, and with them the bridge, the veth or TAP pairs and their shaping;
 the owner file lets the next start remove them if the launcher itself was killed.
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from cluster import horovod_gloo, link_facts, links, netns, netns_exec
+from cluster.horovod import gloo as horovod_gloo
 from cluster.launchers.base import Launcher, TaskCommand, Unit
-from cluster.spec import ClusterPlan, TaskSpec
-from cluster.topology import with_hosts
+from cluster.net import link_facts, links, netns, netns_exec
+from cluster.plan.spec import ClusterPlan, TaskSpec
+from cluster.plan.topology import with_hosts
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 
@@ -43,7 +44,7 @@ class EmulatedLauncher(Launcher):
         self.running = links.build(self.net)
         plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
         self.facts["link"] = link_facts.facts(self.net, self.config.link_bandwidth)
-        if plan.strategy == "horovod":
+        if plan.traits.ranks:
             self.rendezvous = netns_exec.run_in(self.net.switch, lambda: horovod_gloo.start_rendezvous(plan))
         self.run.write_json(NETWORK_FILE, {**self.facts["link"], **self.net.to_dict()})
         return plan
@@ -53,7 +54,7 @@ class EmulatedLauncher(Launcher):
         return netns_exec.command(host.netns, command, hostname=host.address)
 
     def units(self, plan: ClusterPlan) -> List[Unit]:
-        if plan.strategy != "horovod":
+        if not plan.traits.ranks:
             return super().units(plan)
         envs = horovod_gloo.rank_envs(plan, self.net.bridge_address, self.rendezvous.port, links.HOST_IFACE)
         return [self.task_unit(spec, envs[spec.horovod_rank]) for spec in plan.tasks]

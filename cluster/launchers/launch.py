@@ -3,7 +3,7 @@ it to cluster.launchers.supervise, which starts, watches and tears down every pr
 
 Module layout:
     cluster/launchers/supervise.py shared supervision: readiness, watchdog, deadline, signals, teardown
-    cluster/outcome.py             shared end of a run: monitor summary, cluster record, failure tail
+    cluster/supervision/outcome.py             shared end of a run: monitor summary, cluster record, failure tail
     cluster/launchers/base.py      the Launcher interface (setup / units / wrap / rebind / cleanup / record)
     cluster/launchers/local.py     processes of this machine over loopback; horovodrun for Horovod
     cluster/launchers/emulated.py  one network namespace per host, shaped links, Gloo rendezvous
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, TextIO
 
-from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, default_command  # noqa: F401
 from cluster.launchers import registry
+from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, default_command  # noqa: F401
 from cluster.launchers.local import GroupCommand, LocalLauncher, default_group_command  # noqa: F401
 from cluster.launchers.supervise import FAILURE_GRACE_S, KILL_WAIT_S, SERVICE_GRACE_S, Monitor, supervise  # noqa: F401
-from cluster.outcome import LaunchResult, RecordHook, log_tail  # noqa: F401
-from cluster.spec import ClusterPlan
+from cluster.plan.spec import ClusterPlan
+from cluster.supervision.outcome import LaunchResult, RecordHook, log_tail  # noqa: F401
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 

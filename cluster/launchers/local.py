@@ -4,8 +4,8 @@ Ports come from portpicker; one that something else holds is replaced before a s
 task that fails to bind its port restarts the cluster with a fresh one (cluster.launchers.supervise
 decides when). Horovod plans run as one horovodrun process whose ranks report progress under
 the ranks' task names (--horovod_elastic: horovodrun's elastic driver, each rank on a loopback
-address of its own, cluster.horovod_elastic). Multi-task runs start inside a private network
-namespace with only a loopback interface (cluster.private_net): their gRPC servers are
+address of its own, cluster.horovod.elastic). Multi-task runs start inside a private network
+namespace with only a loopback interface (cluster.net.private_net): their gRPC servers are
 unreachable from elsewhere.
 """
 from __future__ import annotations
@@ -16,11 +16,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import portpicker
 
-from cluster import horovod_elastic, horovodrun, netns, netns_exec, private_net
+from cluster.horovod import elastic as horovod_elastic
+from cluster.horovod import horovodrun
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, TaskCommand, Unit, unit_env
-from cluster.ports import is_local, port_is_free
-from cluster.spec import ClusterPlan, TaskSpec
-from cluster.topology import with_new_ports
+from cluster.net import netns, netns_exec, private_net
+from cluster.plan.ports import is_local, port_is_free
+from cluster.plan.spec import ClusterPlan, TaskSpec
+from cluster.plan.topology import with_new_ports
 from tfbench.results.rundir import RunDir
 
 GroupCommand = Callable[[ClusterPlan], List[str]]
@@ -28,7 +30,7 @@ MAX_PORT_CHECKS = 3
 
 
 def default_group_command(run: RunDir, config=None) -> GroupCommand:
-    """horovodrun (cluster.horovodrun) from the same environment as this Python, starting every rank's task."""
+    """horovodrun (cluster.horovod.horovodrun) from the same environment as this Python, starting every rank's task."""
     if config is not None and config.horovod_elastic:
         script = os.path.join(run.path, "horovod", horovod_elastic.SCRIPT)
         return lambda plan: horovod_elastic.command(plan, run.path, script, config.horovod_min_workers)
@@ -67,7 +69,7 @@ class LocalLauncher(Launcher):
 
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
         self._ports = _FreshPorts(plan)
-        if private_net.needed(plan.strategy):
+        if private_net.needed(plan.traits):
             self.key, self.namespace, why = private_net.create(self.run)
             self.isolation = ({"netns": self.namespace, "reachable_from": "the run's own tasks only (loopback of a "
                                "private network namespace)"} if self.namespace else
@@ -107,7 +109,7 @@ class LocalLauncher(Launcher):
         return spec if spec.port and is_local(spec.host) else None
 
     def units(self, plan: ClusterPlan) -> List[Unit]:
-        if plan.strategy != "horovod":
+        if not plan.traits.ranks:
             return super().units(plan)
         env: Dict[str, str] = {}
         for spec in plan.tasks:

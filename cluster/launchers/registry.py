@@ -1,8 +1,8 @@
-"""Every launcher kind (cluster.kinds) mapped to what it does, in one place: its plan, the
+"""Every launcher kind (tfbench.config.kinds) mapped to what it does, in one place: its plan, the
 checks of this machine before anything starts, its dry run, where its monitor samples, its
 launcher (which also tears the run down) and the record hooks of its run.
 
-Adding a launcher: a Kind in cluster/kinds.py, a Launcher in cluster/launchers/<name>.py, and
+Adding a launcher: a Kind in tfbench/config/kinds.py, a Launcher in cluster/launchers/<name>.py, and
 one Behaviour line here. Nothing else branches on --launcher or --network (tests check it).
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ import os
 from typing import Callable, Dict, List, Optional
 
 from cluster import preflight
-from cluster.kinds import KINDS, kind_of
-from cluster.spec import ClusterPlan
+from cluster.plan.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import KINDS, kind_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ BEHAVIOURS: Dict[str, Behaviour] = {
     "by_hand": Behaviour("", "", _no_checks, ""),  # python -m cluster.by_hand prints the commands
     "kubernetes": Behaviour("", "", _no_checks, ""),  # python -m cluster.k8s writes the manifests
 }
-assert set(BEHAVIOURS) == set(KINDS), "every kind in cluster.kinds needs its behaviour here"
+assert set(BEHAVIOURS) == set(KINDS), "every kind in tfbench.config.kinds needs its behaviour here"
 
 
 def behaviour(config: RunConfig) -> Behaviour:
@@ -79,14 +79,14 @@ def plan(config: RunConfig) -> ClusterPlan:
         from cluster.slurm.nodes import checked_plan
 
         return checked_plan(config)
-    from cluster.topology import make_plan
+    from cluster.plan.topology import make_plan
 
     return make_plan(config)
 
 
 def check_machine(config: RunConfig, dry_run: bool = False) -> List[str]:
     """Everything this machine must have for the run (ConfigError), and warnings for a dry run."""
-    if config.strategy == "horovod":
+    if config.traits.ranks:
         preflight.check_horovod()
     if config.horovod_elastic:
         preflight.check_elastic_root()
@@ -134,7 +134,7 @@ def monitor_factory(config: RunConfig) -> Optional[Callable]:
 
 def _private_monitor(run, plan_, config):
     """The monitor of a local run; in its private network namespace, the sockets are read in there."""
-    from cluster import private_net
+    from cluster.net import private_net
     from tfbench.monitor import Monitor
 
     name = private_net.namespace_of(run)

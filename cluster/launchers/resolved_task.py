@@ -1,10 +1,12 @@
-"""Tasks that learn their role at start-up from a cluster resolver instead of from plan.json.
+"""Tasks that learn their role at start-up from their environment instead of by name in plan.json.
 
 Under Slurm every task runs the same command and SlurmClusterResolver says, from the SLURM_*
 variables of its step, which job and index it is; under Kubernetes the TFJob operator (or the
-indexed Job's entry, cluster.k8s_index) sets TF_CONFIG and TFConfigClusterResolver reads it.
+indexed Job's entry, cluster.k8s.index) sets TF_CONFIG and TFConfigClusterResolver reads it.
 Either way the resolver's cluster spec and task become the TaskSpec's TF_CONFIG, and the rest
 of the task entry runs exactly as for a locally launched task (tfbench.task calls resolve()).
+Horovod ranks (`--task horovod`) learn their rank from horovodrun's environment, or under the
+elastic driver the host it gave them; under Slurm a rank is the Slurm rank.
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import os
 import socket
 from typing import Callable, Dict
 
-from cluster import cores as cores_lib
-from cluster.spec import ClusterPlan, TaskSpec
+from cluster.horovod import elastic as horovod_elastic
+from cluster.plan import cores as cores_lib
+from cluster.plan.spec import ClusterPlan, TaskSpec
 
 
 def _slurm_resolver(plan: ClusterPlan):
@@ -29,7 +32,31 @@ def _tf_config_resolver(plan: ClusterPlan):
     return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
 
-RESOLVERS: Dict[str, Callable] = {"slurm": _slurm_resolver, "tf_config": _tf_config_resolver}
+def _from_slurm(plan: ClusterPlan) -> TaskSpec:
+    if plan.traits.ranks:  # ranks, not a TensorFlow cluster
+        from cluster.slurm.horovod import rank_task
+
+        return rank_task(plan, task_cpus())
+    return from_resolver(plan, _slurm_resolver(plan), task_cpus())
+
+
+def _from_tf_config(plan: ClusterPlan) -> TaskSpec:
+    return from_resolver(plan, _tf_config_resolver(plan), task_cpus())
+
+
+def _from_horovod(plan: ClusterPlan) -> TaskSpec:
+    """A rank horovodrun started: its host under the elastic driver (the task follows the rank's
+    host), else its rank."""
+    if os.environ.get(horovod_elastic.HOSTS_ENV):
+        return horovod_elastic.task_of(plan, os.environ.get("HOROVOD_HOSTNAME", ""),
+                                       os.environ[horovod_elastic.HOSTS_ENV])
+    rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "-1")))
+    return plan.horovod_rank(rank)
+
+
+# `python -m tfbench.task --task ENTRY`: the task's role comes from what ENTRY names at start-up.
+ENTRIES: Dict[str, Callable[[ClusterPlan], TaskSpec]] = {
+    "slurm": _from_slurm, "tf_config": _from_tf_config, "horovod": _from_horovod}
 
 
 def task_cpus() -> int:
@@ -42,7 +69,7 @@ def from_resolver(plan: ClusterPlan, resolver, cpus: int) -> TaskSpec:
 
     The plan was made for hosts the engine chooses, so its tasks carry no cores and only the
     thread counts the user asked for; threads otherwise follow the cores the engine gave the
-    task, with at least 2 inter-op threads for servers (see cluster.topology)."""
+    task, with at least 2 inter-op threads for servers (see cluster.plan.topology)."""
     cluster = resolver.cluster_spec().as_dict()
     role, index = resolver.task_type, int(resolver.task_id)
     planned = plan.task(f"{role}_{index}")
@@ -56,8 +83,4 @@ def from_resolver(plan: ClusterPlan, resolver, cpus: int) -> TaskSpec:
 
 
 def resolve(plan: ClusterPlan, entry: str) -> TaskSpec:
-    if entry == "slurm" and plan.strategy == "horovod":  # ranks, not a TensorFlow cluster
-        from cluster.slurm.horovod import rank_task
-
-        return rank_task(plan, task_cpus())
-    return from_resolver(plan, RESOLVERS[entry](plan), task_cpus())
+    return ENTRIES[entry](plan)

@@ -18,11 +18,12 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from cluster import horovod_gloo, teardown
+from cluster.horovod import gloo as horovod_gloo
 from cluster.launchers.base import Launcher, TaskCommand, Unit, unit_env
+from cluster.plan.spec import ClusterPlan
 from cluster.slurm import batch, job, layout, steps
 from cluster.slurm import horovod as slurm_horovod
-from cluster.spec import ClusterPlan
+from cluster.supervision import teardown
 from tfbench.config import RunConfig
 from tfbench.loop import progress
 from tfbench.results.rundir import RunDir
@@ -53,7 +54,7 @@ class SlurmLauncher(Launcher):
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
         self.notes = list(plan.notes)  # what was checked of the nodes' cores (cluster.slurm.nodes)
         self.task_names = [t.name for t in plan.tasks]
-        if plan.strategy == "horovod":  # ranks meet at Horovod's rendezvous, served from here
+        if plan.traits.ranks:  # ranks meet at Horovod's rendezvous, served from here
             self.rendezvous = horovod_gloo.start_rendezvous(plan)
             self.exports[slurm_horovod.RENDEZVOUS_ENV] = f"{self.rendezvous_host()}:{self.rendezvous.port}"
         if self.inside:

@@ -14,7 +14,7 @@ rendezvous is served on this machine's end of the login link, which every node r
 cleanup() cancels the job, stops the cluster (its daemons, namespaces and links), keeps the
 daemons' logs in <run>/slurm-cluster/ and removes the cluster's directory, whether the run
 ended, failed or was interrupted. If this process is killed outright, munged, slurmctld and
-slurmd die with it and the next emulated run (or `python -m cluster.netns --cleanup`) removes the
+slurmd die with it and the next emulated run (or `python -m cluster.net.netns --cleanup`) removes the
 namespaces and whatever still runs in them.
 """
 from __future__ import annotations
@@ -24,13 +24,13 @@ import shutil
 import tempfile
 from typing import Optional
 
-from cluster import link_facts
 from cluster.launchers.base import TaskCommand
 from cluster.launchers.emulated import NETWORK_FILE
 from cluster.launchers.slurm import SlurmLauncher
+from cluster.net import link_facts
+from cluster.plan.spec import ClusterPlan
 from cluster.slurm import layout, steps
 from cluster.slurm.node_cluster import NodeSlurm
-from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 

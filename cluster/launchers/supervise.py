@@ -3,8 +3,8 @@
 Each unit runs in a process group of its own, logs to tasks/<name>.log and reports progress
 through tasks/<name>.progress (tfbench.loop.progress). supervise() watches exit codes and progress,
 shows a status line and says when every measuring task is ready; it ends the run on the first
-failure, a stall (watchdog), the deadline or SIGINT / SIGTERM, stopping every process it started and
-those started (teardown); cluster.outcome merges the records. Launchers differ behind base.Launcher.
+failure, a stall (watchdog), the deadline or SIGINT / SIGTERM, stopping every process it started
+and those started (cluster.supervision: teardown; outcome merges the records).
 """
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ from typing import Callable, Dict, List, Optional, Protocol, TextIO, Tuple
 
 import psutil
 
-from cluster import teardown
-from cluster.fault_injector import FaultInjector
+from cluster.faults.injector import FaultInjector
+from cluster.faults.straggler import OnceReady
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
-from cluster.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
+from cluster.plan.spec import ClusterPlan
 from cluster.run_setup import write_plan
-from cluster.signals import CaughtSignals, signal_name
-from cluster.spec import ClusterPlan
-from cluster.status import StatusLine, all_ready, describe, phase_text
-from cluster.straggler import OnceReady
-from tfbench.config import RunConfig, faults as faults_lib
+from cluster.supervision import teardown
+from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
+from cluster.supervision.signals import CaughtSignals, signal_name
+from cluster.supervision.status import StatusLine, all_ready, describe, phase_text
+from tfbench.config import RunConfig, faults as faults_lib  # noqa: I001
 from tfbench.loop import progress
 from tfbench.results import records
 from tfbench.results.rundir import RunDir

@@ -13,8 +13,8 @@ import subprocess
 import time
 from typing import Dict, Optional
 
+from cluster.plan.spec import ClusterPlan
 from cluster.slurm import layout, query, steps
-from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 

@@ -1,6 +1,6 @@
 """Horovod ranks as Slurm tasks, over Horovod's own Gloo rendezvous (no horovodrun, no ssh).
 
-The launcher starts the rendezvous server (cluster.horovod_gloo) where tfbench runs and passes
+The launcher starts the rendezvous server (cluster.horovod.gloo) where tfbench runs and passes
 its address to the tasks (TFBENCH_HOROVOD_RENDEZVOUS=addr:port). Ranks are laid out in blocks
 of equal size per node (srun --ntasks-per-node), so the host-alloc plan the server is given,
 node0:k,node1:k,..., is known before Slurm picks the nodes; each rank checks that its Slurm
@@ -15,10 +15,10 @@ import socket
 
 import psutil
 
-from cluster import cores as cores_lib
-from cluster import horovod_gloo
+from cluster.horovod import gloo as horovod_gloo
+from cluster.plan import cores as cores_lib
+from cluster.plan.spec import ClusterPlan, TaskSpec
 from cluster.slurm.resolver import node_addresses
-from cluster.spec import ClusterPlan, TaskSpec
 from tfbench.config.errors import ConfigError
 
 RENDEZVOUS_ENV = "TFBENCH_HOROVOD_RENDEZVOUS"

@@ -23,9 +23,9 @@ import dataclasses
 import os
 import shlex
 import subprocess
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
-from cluster.spec import ClusterPlan
+from cluster.plan.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 
@@ -53,7 +53,7 @@ class Layout:
 def rank_order(plan: ClusterPlan) -> Tuple[str, ...]:
     """Task names in the order SlurmClusterResolver gives ranks to them: jobs sorted by name,
     tasks by index (Horovod: by rank)."""
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         return tuple(t.name for t in sorted(plan.tasks, key=lambda t: t.horovod_rank))
     return tuple(t.name for t in sorted(plan.tasks, key=lambda t: (t.role, t.index)))
 
@@ -68,7 +68,7 @@ def of(config: RunConfig, plan: ClusterPlan) -> Layout:
     ranks = rank_order(plan)
     nodes = config.effective_slurm_nodes
     workers = [n for n in ranks if n.startswith("worker_")]
-    if plan.strategy != "parameter_server":
+    if not plan.traits.has_ps:
         return Layout(ranks, tuple(blocks(len(workers), nodes)))
     k = sum(1 for n in ranks if n.startswith("ps_"))
     if config.ps_placement == "separate" and nodes >= k + 2:
@@ -81,7 +81,7 @@ def of(config: RunConfig, plan: ClusterPlan) -> Layout:
 
 def warning(config: RunConfig, layout: Layout) -> str:
     """Why --ps_placement=separate could not give the ps a node of its own, or ''."""
-    if config.strategy != "parameter_server" or config.ps_placement != "separate" or layout.num_nodes > 1:
+    if not config.traits.has_ps or config.ps_placement != "separate" or layout.num_nodes > 1:
         return ""
     return "--ps_placement=separate on one Slurm node: the ps share it with the workers (raise --slurm_nodes)"
 
@@ -108,9 +108,3 @@ def write_hostfile(run: RunDir, layout: Layout, job_nodelist: str) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(f"{names[n]}\n" for n in layout.nodes))
     return path
-
-
-def node_names(layout: Layout, names: Sequence[str]) -> dict:
-    """{task: node name} for the nodes `names` (sorted as the resolver sorts them)."""
-    ordered = sorted(names)
-    return {task: ordered[n] for task, n in zip(layout.ranks, layout.nodes)}

@@ -5,7 +5,7 @@
     node   tfb-<key>-h<i>:     slurmd -N h<i> with hostname h<i>, eth0 .<i+2> shaped (tbf)
 
 Each slurmd runs in its host's network namespace (its own address) and UTS namespace (hostname =
-node name), started through cluster.netns_exec; job steps are its descendants and inherit both,
+node name), started through cluster.net.netns_exec; job steps are its descendants and inherit both,
 so a task on h1 reaches h0 through two shaped links. The filesystem is the machine's own, except
 /etc/hosts: each slurmd has a mount namespace in which <dir>/hosts names every node's address and
 this machine's (at the login address), as a cluster's DNS would, so that a node's name resolves
@@ -42,8 +42,8 @@ What this relies on in Debian's slurm-wlm 22.05.8-4+deb12u3 (bookworm); checked 
   a failed node is requeued (pending again, to rerun from the start); here it ends (NODE_FAIL). Measured here from SIGKILL of a slurmd
   to DOWN: 6-10 s at SlurmdTimeout=3, MessageTimeout=2; 16 s at 5 and 5; 27 s at 10 and 10.
 
-Clean-up: the namespaces are claimed through cluster.netns's owner file before they exist, so
-`python -m cluster.netns --cleanup` (or the next run) removes them and kills what is left in them
+Clean-up: the namespaces are claimed through cluster.net.netns's owner file before they exist, so
+`python -m cluster.net.netns --cleanup` (or the next run) removes them and kills what is left in them
 (slurmd, slurmstepd, tasks) once the owner is gone; munged and slurmctld die with the owner
 (PR_SET_PDEATHSIG), slurmd too (netns_exec). The caller owns `directory` and removes it.
 """
@@ -58,7 +58,7 @@ from typing import Dict, List, Optional, Tuple
 import portpicker
 import psutil
 
-from cluster import links, netns, netns_exec, root_link
+from cluster.net import links, netns, netns_exec, root_link
 from cluster.slurm import conf, daemons
 from cluster.slurm.local_cluster import ROOT, cancel_all, queue
 
@@ -193,7 +193,7 @@ class NodeSlurm:
 
     def stop(self) -> List[str]:
         """Cancels every job, deletes the login link, removes the namespaces (which kills slurmd and
-        whatever still runs in them, as `python -m cluster.netns --cleanup` would), stops slurmctld
+        whatever still runs in them, as `python -m cluster.net.netns --cleanup` would), stops slurmctld
         and munged; returns what is left (empty when all is gone)."""
         left = []
         if "slurmctld" in self.daemons and self.daemons["slurmctld"].poll() is None:

@@ -24,10 +24,10 @@ from typing import Dict, Optional
 
 import psutil
 
-from cluster.kinds import kind_of
+from cluster.plan.spec import ClusterPlan
 from cluster.slurm.steps import DONE_FILE
-from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
+from tfbench.config.kinds import kind_of
 from tfbench.loop import progress
 from tfbench.monitor.link_monitor import LinkMonitor
 from tfbench.monitor.output import HOST, WORKERS_MEAN

@@ -18,11 +18,11 @@ import os
 import subprocess
 from typing import Optional, Tuple
 
-from cluster.kinds import kind_of
+from cluster.plan.spec import ClusterPlan
 from cluster.slurm import steps
-from cluster.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import kind_of
 
 SINFO_TIMEOUT_S = 10.0
 

@@ -20,8 +20,8 @@ import glob
 import os
 from typing import Dict, Iterable
 
+from cluster.plan.spec import ClusterPlan
 from cluster.slurm import query
-from cluster.spec import ClusterPlan
 
 PORT_BASE_ENV = "TFBENCH_SLURM_PORT_BASE"
 DEFAULT_PORT_BASE = 8888

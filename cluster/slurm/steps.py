@@ -15,11 +15,11 @@ import random
 import sys
 from typing import Dict, List
 
-from cluster.ports import port_is_free
+from cluster.plan.ports import port_is_free
+from cluster.plan.spec import ClusterPlan
+from cluster.plan.topology import make_plan
 from cluster.slurm import layout
 from cluster.slurm.resolver import PORT_BASE_ENV
-from cluster.spec import ClusterPlan
-from cluster.topology import make_plan
 from tfbench.config import RunConfig
 from tfbench.results.rundir import RunDir
 
@@ -34,7 +34,7 @@ def plan_for(config: RunConfig) -> ClusterPlan:
     Horovod ranks in equal blocks per node (cluster.slurm.horovod). Emulated nodes are Slurm's
     to place tasks on, so the plan is made as for any Slurm run."""
     plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,), network="local", link_bandwidth="", link_latency=0.0))
-    if plan.strategy == "horovod":
+    if plan.traits.ranks:
         from cluster.slurm.horovod import with_block_hosts
 
         plan = with_block_hosts(plan, num_nodes(config, plan))

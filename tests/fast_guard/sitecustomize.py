@@ -5,19 +5,19 @@ start loads it, and loads it in pytest's own process too.
 - Importing TensorFlow fails, and the process, its command line and the test that started it are
   written to $TFBENCH_FAST_GUARD_DIR, where conftest finds them and fails that test.
 - A local multi-task run goes ahead without its private network namespace, as it does for a user
-  without root (cluster/private_net.py), so that a fast run as root creates none either; the
+  without root (cluster/net/private_net.py), so that a fast run as root creates none either; the
   whole suite runs the same tests with the namespace."""
 import importlib.machinery
 import os
 import sys
 
 REFUSED = ("tensorflow",)  # tf_keras, keras and horovod.tensorflow import it too
-NO_NAMESPACE = "cluster.private_net"
+NO_NAMESPACE = "cluster.net.private_net"
 DIR_ENV = "TFBENCH_FAST_GUARD_DIR"
 
 
 def no_namespace(run):
-    """cluster.private_net.create in a fast run: the answer it gives a user without root."""
+    """cluster.net.private_net.create in a fast run: the answer it gives a user without root."""
     return None, None, "a fast test run (make test-fast) creates no network namespace"
 
 

@@ -1,8 +1,9 @@
 """Configuration: every setting of a run (RunConfig), the values it may take, its validation,
 the command-line flags that fill it and their help text.
 
-The bottom floor of tfbench: it imports only the model registry, the data sets' names and the
-precision rules, so that every layer above can read a RunConfig.
+Near the bottom of tfbench: it imports only the model registry, the data sets' names and the
+framework's precision rules and GPU count, so that every layer above can read a RunConfig. The
+strategies' traits (strategy_traits) and the kinds of launch (kinds) live here for the same reason.
 """
 from tfbench.config.choices import (  # noqa: F401
                                     ALL_REDUCE,
@@ -11,11 +12,9 @@ from tfbench.config.choices import (  # noqa: F401
                                     LAUNCHERS,
                                     LINK_PRESETS,
                                     MODES,
-                                    MULTI_TASK_STRATEGIES,
                                     NETWORKS,
                                     PLACEMENTS,
                                     PS_PLACEMENTS,
-                                    STRATEGIES,
                                     TBF_MAX_BPS,
                                     effective_num_local_devices,
                                     effective_num_ps,
@@ -24,4 +23,6 @@ from tfbench.config.choices import (  # noqa: F401
 )
 from tfbench.config.errors import ConfigError  # noqa: F401
 from tfbench.config.run_config import RunConfig  # noqa: F401
-from tfbench.config.validate import count_gpus, validate  # noqa: F401
+from tfbench.config.strategy_traits import STRATEGIES  # noqa: F401
+from tfbench.config.validate import validate  # noqa: F401
+from tfbench.framework.devices import count_gpus  # noqa: F401

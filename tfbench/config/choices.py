@@ -9,10 +9,9 @@ import functools
 import re
 import socket
 
+from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
 
-STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "parameter_server", "horovod")
-MULTI_TASK_STRATEGIES = ("multi_worker_mirrored", "parameter_server", "horovod")
 MODES = ("train", "forward")
 DATA_FORMATS = ("NHWC", "NCHW")
 PLACEMENTS = ("soft", "hard")
@@ -42,8 +41,9 @@ def is_this_machine(host: str) -> bool:
 
 
 def effective_num_ps(strategy: str, num_ps: int) -> int:
-    """Parameter servers a run really has: 0 asks for one; other strategies have none."""
-    return (num_ps or 1) if strategy == "parameter_server" else 0
+    """Parameter servers a run really has: 0 asks for one; strategies without ps have none."""
+    traits = strategy_traits.get(strategy)
+    return (num_ps or 1) if traits.has_ps else 0
 
 
 def link_rate_bps(value: str) -> int:
@@ -62,5 +62,7 @@ def link_rate_bps(value: str) -> int:
 
 
 def effective_num_local_devices(strategy: str, num_local_devices: int) -> int:
-    """MirroredStrategy's local devices: 0 asks for one; other strategies use none."""
-    return (num_local_devices or 1) if strategy == "mirrored" else 0
+    """Local devices of a strategy that splits its task over several (Mirrored): 0 asks for one;
+    other strategies use none."""
+    traits = strategy_traits.get(strategy)
+    return (num_local_devices or 1) if traits.local_devices else 0

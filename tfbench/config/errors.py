@@ -3,7 +3,3 @@
 
 class ConfigError(ValueError):
     """A bad flag value or combination; reported before anything is spawned (exit code 2)."""
-
-
-class RunError(RuntimeError):
-    """A run that started but failed (exit code 1)."""

@@ -2,7 +2,7 @@
 
 `TASK:kill@STEP` sends SIGKILL to the task once the run has finished STEP measured steps;
 `TASK:hang@STEP` sends SIGSTOP (the task stays stopped until the run ends). Several faults are
-separated by commas, one per task. The launcher applies them (cluster.fault_injector) and the
+separated by commas, one per task. The launcher applies them (cluster.faults.injector) and the
 cluster record keeps what was done and what the run did about it.
 """
 from __future__ import annotations

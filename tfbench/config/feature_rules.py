@@ -1,18 +1,16 @@
 """The rules of the flags that switch on a feature and so combine with many others (stragglers,
-faults, checkpoints, bounded staleness, real data, elastic Horovod, precision, Slurm's network):
-one function per feature, each checking that feature against the rest of the config.
-tfbench.config.validate calls them after its own rules (each flag's range, the strategy, network
-and launch), so that a new feature's rule is one function here, not lines inside validate()."""
+faults, checkpoints, bounded staleness, real data, elastic Horovod, precision): one function per
+feature, each checking that feature against the rest of the config, the strategy's traits
+(tfbench.config.strategy_traits) and the kind of launch (tfbench.config.kinds). tfbench.config.validate
+calls them after each flag's own range and the strategy's rules, so that a new feature's rule is one
+function here, not lines inside validate()."""
 from __future__ import annotations
 
 from tfbench.config import faults as faults_lib
-from tfbench.config.choices import MULTI_TASK_STRATEGIES
+from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
 from tfbench.data import datasets
 from tfbench.framework import precision
-
-
-MAX_EMULATED_NODES = 10
 
 
 def need(ok: bool, message: str) -> None:
@@ -20,38 +18,37 @@ def need(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def task_names(c) -> list:
+def task_names(c, traits) -> list:
     """The tasks of the run's plan a flag may name."""
     tasks = [f"worker_{i}" for i in range(c.num_workers)]
-    if c.strategy == "parameter_server":
+    if traits.has_ps:
         tasks += ["chief_0"] + [f"ps_{i}" for i in range(c.effective_num_ps)]
     return tasks
 
 
-def check_straggler(c) -> None:
+def check_straggler(c, kind, traits) -> None:
     """--straggler=TASK:FACTOR: a task of this run, slowed by a sane factor, on processes we start."""
-    tasks = task_names(c)
-    need(c.strategy in MULTI_TASK_STRATEGIES, f"--straggler needs peers: --strategy={c.strategy} runs one task")
+    tasks = task_names(c, traits)
+    need(traits.multi_task, f"--straggler needs peers: --strategy={c.strategy} runs one task")
     need(c.straggler_task in tasks and c.straggler_slowdown > 0,
          f"--straggler={c.straggler!r}: expected TASK:FACTOR with TASK one of {', '.join(tasks)}, e.g. worker_1:2.0")
     need(1.0 < c.straggler_slowdown <= 100.0, f"--straggler slowdown must be above 1 and at most 100, got "
                                               f"{c.straggler_slowdown:g}")
-    need(c.launcher == "local", "--straggler applies to processes this machine starts, not to --launcher=slurm")
-    need(c.strategy != "horovod" or c.network == "emulated",
-         "--straggler with --strategy=horovod needs --network=emulated: locally horovodrun starts every rank "
+    need(not kind.refusal("straggler"), kind.refusal("straggler"))
+    need(not (traits.ranks and kind.ranks_in_one_group),
+         f"--straggler with --strategy={c.strategy} needs --network=emulated: locally horovodrun starts every rank "
          "as one process group")
 
 
-def check_faults(c) -> None:
+def check_faults(c, kind, traits) -> None:
     """--fault: tasks of this run, at measured steps it has, applied by the local launcher."""
     try:
         faults = faults_lib.parse(c.fault)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    tasks = task_names(c)
-    need(c.strategy in MULTI_TASK_STRATEGIES, f"--fault needs a cluster: --strategy={c.strategy} runs one task")
-    need(c.launcher == "local" or c.network == "emulated", "--fault applies to processes this machine starts: "
-         "with --launcher=slurm only on emulated nodes (--network=emulated)")
+    tasks = task_names(c, traits)
+    need(traits.multi_task, f"--fault needs a cluster: --strategy={c.strategy} runs one task")
+    need(not kind.refusal("fault"), kind.refusal("fault"))
     for fault in faults:
         need(fault.task in tasks, f"--fault: {fault.task} is not a task of this run ({', '.join(tasks)})")
         need(1 <= fault.step <= c.num_steps, f"--fault: {fault.task}:{fault.kind}@{fault.step} is outside the "
@@ -62,35 +59,25 @@ def check_faults(c) -> None:
     need(len(set(names)) == len(names), "--fault: at most one fault per task")
 
 
-def check_slurm_network(c) -> None:
-    """--launcher=slurm --network=emulated: a private Slurm whose nodes are emulated hosts of this
-    machine (cluster.launchers.slurm_nodes); Slurm on real machines has a network of its own."""
-    if c.network == "local":
-        return
-    need(c.network == "emulated", f"--network={c.network!r} is unknown; choose local or emulated")
-    need(c.effective_slurm_nodes <= MAX_EMULATED_NODES,
-         f"--launcher=slurm --network=emulated runs at most {MAX_EMULATED_NODES} nodes (the run asks for "
-         f"{c.effective_slurm_nodes}): TensorFlow's SlurmClusterResolver orders nodes by name as text, h10 before h2")
-
-
-def check_checkpoints(c) -> None:
+def check_checkpoints(c, traits) -> None:
     """--checkpoint_every: what a restarted all-reduce cluster resumes from."""
     if not c.checkpoint_every:
         return
     need(c.checkpoint_every > 0, f"--checkpoint_every must be 0 (none) or positive steps, got {c.checkpoint_every}")
-    need(c.strategy in ("multi_worker_mirrored", "parameter_server"),
-         "--checkpoint_every applies to --strategy=multi_worker_mirrored or parameter_server only")
+    need(traits.checkpoints, f"--checkpoint_every applies to --strategy="
+                             f"{' or '.join(strategy_traits.names(lambda t: t.checkpoints))} only")
     need(c.mode == "train", "--checkpoint_every applies to --mode=train only")
     need(c.checkpoint_every < c.total_steps, f"--checkpoint_every={c.checkpoint_every} saves nothing in a run of "
                                              f"{c.total_steps} steps")
 
 
-def check_staleness_bound(c) -> None:
+def check_staleness_bound(c, traits) -> None:
     """--ps_staleness_bound: stale-synchronous parallel between async and sync parameter servers."""
     if c.ps_staleness_bound == -1:
         return
     need(c.ps_staleness_bound >= 0, f"--ps_staleness_bound must be -1 (unbounded) or 0 or more, got {c.ps_staleness_bound}")
-    need(c.strategy == "parameter_server", "--ps_staleness_bound applies to --strategy=parameter_server only")
+    need(traits.has_ps, f"--ps_staleness_bound applies to --strategy="
+                        f"{' or '.join(strategy_traits.names(lambda t: t.has_ps))} only")
     need(not c.ps_sync, "--ps_staleness_bound bounds asynchronous updates; it does not combine with --ps_sync")
     need(c.mode == "train", "--ps_staleness_bound applies to --mode=train only: forward passes make no updates")
 
@@ -114,15 +101,14 @@ def check_data(c) -> None:
                                    f"the {c.num_workers} workers gets from {c.dataset}")
 
 
-def check_elastic(c) -> None:
+def check_elastic(c, kind, traits) -> None:
     """--horovod_elastic: horovodrun's elastic driver starts, drops and re-adds the ranks itself."""
     need(c.horovod_elastic or not c.horovod_min_workers, "--horovod_min_workers applies to --horovod_elastic only")
     if not c.horovod_elastic:
         return
-    need(c.strategy == "horovod", "--horovod_elastic applies to --strategy=horovod only")
-    need(c.launcher == "local" and c.network == "local",
-         "--horovod_elastic runs with --network=local only: on emulated hosts and on Slurm the ranks are started "
-         "by tfbench or srun, not by horovodrun's elastic driver")
+    need(traits.elastic, f"--horovod_elastic applies to --strategy="
+                         f"{' or '.join(strategy_traits.names(lambda t: t.elastic))} only")
+    need(not kind.refusal("horovod_elastic"), kind.refusal("horovod_elastic"))
     need(c.num_workers >= 2, "--horovod_elastic needs --num_workers=2 or more: one rank has nothing to go on without")
     need(0 <= c.horovod_min_workers < c.num_workers,
          f"--horovod_min_workers must be 1..{c.num_workers - 1} (fewer than --num_workers), got {c.horovod_min_workers}")

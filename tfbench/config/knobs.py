@@ -3,52 +3,31 @@
 A comparison of strategies is fair only when each runs as a careful user would run it, so every
 knob is a flag, validated here, recorded in the run record and HParams (knobs_of), shown in the
 dry run and the run table's header (describe), and searched by `python -m tfbench --tune` over
-the small, stated grid TUNE_GRID. Adding a knob: a RunConfig field and flag, a Knob line here,
-and where the strategy reads it (strategies/<name>.py).
+the small, stated grid TUNE_GRID. The knobs and grids themselves are rows of the strategies' traits
+(tfbench.config.strategy_traits). Adding a knob: a RunConfig field and flag, a Knob in its
+strategy's row, and where the strategy reads it (strategies/<name>.py).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Dict, List, Tuple
 
+from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
+from tfbench.config.strategy_traits import TRAITS, Knob  # noqa: F401 - Knob: the rows' type
 
 PS_PARTITIONERS = ("none", "min_size", "fixed")
 PS_PLACERS = ("round_robin", "greedy")
 HOROVOD_COMPRESSIONS = ("none", "fp16")  # Horovod's all-reduce takes no bfloat16
-MIB = 1 << 20
 
-
-@dataclasses.dataclass(frozen=True)
-class Knob:
-    name: str  # the RunConfig field and flag
-    strategy: str
-    default_means: str  # what the default value does, for the table header and docs
-
-
-KNOBS: Tuple[Knob, ...] = (
-    Knob("all_reduce", "multi_worker_mirrored", "auto: TensorFlow picks the collective implementation"),
-    Knob("mwms_bytes_per_pack", "multi_worker_mirrored", "0: every gradient in one pack, one all-reduce per step"),
-    Knob("mwms_timeout", "multi_worker_mirrored", "0: collectives never time out"),
-    Knob("horovod_fusion_threshold_mb", "horovod", "-1: Horovod's default fusion buffer (128 MiB)"),
-    Knob("horovod_cycle_time_ms", "horovod", "-1: Horovod's default cycle time (1 ms)"),
-    Knob("horovod_compression", "horovod", "none: gradients all-reduced in their own precision"),
-    Knob("horovod_autotune", "horovod", "false: the settings above, not Horovod's autotuner"),
-    Knob("ps_partitioner", "parameter_server", "min_size: variables above --ps_min_shard_bytes split over the ps"),
-    Knob("ps_min_shard_bytes", "parameter_server", "262144: min_size's smallest shard"),
-    Knob("ps_placer", "parameter_server", "round_robin: TensorFlow's placement, variable after variable over the ps"),
-)
-
+# Every strategy's knobs, in the traits table's order (each row of tfbench.config.strategy_traits).
+KNOBS: Tuple[Knob, ...] = tuple(k for t in TRAITS.values() for k in t.knobs)
+OWNER: Dict[str, str] = {k.name: t.name for t in TRAITS.values() for k in t.knobs}  # knob -> its strategy
 # --tune: the grid tried for each strategy, knob by knob from its default (values as flags take them).
-TUNE_GRID: Dict[str, Dict[str, Tuple]] = {
-    "multi_worker_mirrored": {"mwms_bytes_per_pack": (0, 4 * MIB, 32 * MIB)},
-    "horovod": {"horovod_fusion_threshold_mb": (-1, 4, 16), "horovod_cycle_time_ms": (-1, 5, 20, 50)},
-    "parameter_server": {"ps_partitioner": ("min_size", "none", "fixed"), "ps_placer": ("round_robin", "greedy")},
-}
+TUNE_GRID: Dict[str, Dict[str, Tuple]] = {t.name: dict(t.tune_grid) for t in TRAITS.values() if t.tune_grid}
 
 
-def knobs_for(strategy: str) -> List[Knob]:
-    return [k for k in KNOBS if k.strategy == strategy]
+def knobs_for(strategy: str) -> Tuple[Knob, ...]:
+    return strategy_traits.get(strategy).knobs
 
 
 def knobs_of(config) -> Dict[str, object]:
@@ -58,10 +37,7 @@ def knobs_of(config) -> Dict[str, object]:
 
 def describe(config) -> str:
     """One line: the strategy's knobs as flags, e.g. 'mwms_bytes_per_pack=4194304 all_reduce=auto'."""
-    settings = knobs_of(config)
-    if config.strategy == "parameter_server" and config.ps_partitioner != "min_size":
-        settings.pop("ps_min_shard_bytes", None)  # read by min_size only
-    text = " ".join(f"{name}={_text(value)}" for name, value in settings.items())
+    text = " ".join(f"{k.name}={_text(getattr(config, k.name))}" for k in knobs_for(config.strategy) if k.shown(config))
     return text + (f" ({config.knob_source})" if config.knob_source else "")
 
 
@@ -86,11 +62,8 @@ def _text(value) -> str:
 def tunable(config) -> Dict[str, Tuple]:
     """The knobs --tune tries for this run: its strategy's grid, less knobs that change nothing here
     (a partitioner with one ps)."""
-    grid = dict(TUNE_GRID.get(config.strategy, {}))
-    if config.strategy == "parameter_server" and config.effective_num_ps < 2:
-        grid.pop("ps_partitioner", None)
-        grid.pop("ps_placer", None)
-    return grid
+    grid = TUNE_GRID.get(config.strategy, {})
+    return {k.name: grid[k.name] for k in knobs_for(config.strategy) if k.name in grid and k.tunable(config)}
 
 
 def tune_points(config) -> List[Dict[str, object]]:
@@ -99,7 +72,7 @@ def tune_points(config) -> List[Dict[str, object]]:
     grid = tunable(config)
     if not grid:
         raise ConfigError(f"--tune has no knobs to try for --strategy={config.strategy}"
-                          + (" with one ps (the partitioner needs two or more)" if config.strategy == "parameter_server"
+                          + (" with one ps (the partitioner needs two or more)" if TUNE_GRID.get(config.strategy)
                              else f"; it tunes {', '.join(TUNE_GRID)}"))
     defaults = {name: getattr(config, name) for name in grid}
     points = [dict(defaults)]
@@ -117,9 +90,10 @@ def check(c) -> None:
             raise ConfigError(message)
 
     defaults = type(c)()
+    own = {k.name for k in knobs_for(c.strategy)}
     for knob in KNOBS:
-        if knob.strategy != c.strategy and getattr(c, knob.name) != getattr(defaults, knob.name):
-            raise ConfigError(f"--{knob.name} applies to --strategy={knob.strategy} only")
+        if knob.name not in own and getattr(c, knob.name) != getattr(defaults, knob.name):
+            raise ConfigError(f"--{knob.name} applies to --strategy={OWNER[knob.name]} only")
     need(c.mwms_bytes_per_pack >= 0, f"--mwms_bytes_per_pack must be 0 (one pack) or more bytes, "
                                      f"got {c.mwms_bytes_per_pack}")
     need(c.mwms_timeout >= 0, f"--mwms_timeout must be 0 (none) or positive seconds, got {c.mwms_timeout}")

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Tuple
 
-from tfbench.config import choices
+from tfbench.config import choices, strategy_traits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +71,11 @@ class RunConfig:
     # Network: emulated hosts (a network namespace each) joined by shaped links.
     network: str = "local"
     link_bandwidth: str = ""  # "": unshaped; a rate (100mbit) or a preset (1gbe, 10gbe, fdr_ib)
-    link_latency: float = 0.0  # ms one way between two hosts (cluster.delay_line); 0: none
+    link_latency: float = 0.0  # ms one way between two hosts (cluster.net.delay_line); 0: none
     link_jitter: float = 0.0  # ms, uniform around link_latency
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.framework.precision)
-    straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.straggler)
+    straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.faults.straggler)
     fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.config.faults)
     checkpoint_every: int = 0  # multi_worker_mirrored: save every K steps; a killed worker restarts all from it
     ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
@@ -86,6 +85,11 @@ class RunConfig:
     target_accuracy: float = 0.0  # real data: record the time to this held-out accuracy; 0: none
 
     # ---- derived values -------------------------------------------------------------------
+    @property
+    def traits(self) -> strategy_traits.Traits:
+        """What the strategy is (tfbench.config.strategy_traits); ConfigError for an unknown one."""
+        return strategy_traits.of(self.strategy)
+
     @property
     def effective_source_image_size(self) -> int:
         return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
@@ -120,7 +124,7 @@ class RunConfig:
         for the coordinator (cluster.slurm.layout)."""
         if self.slurm_nodes:
             return self.slurm_nodes
-        separate = self.strategy == "parameter_server" and self.ps_placement == "separate"
+        separate = self.effective_num_ps > 0 and self.ps_placement == "separate"
         return self.num_workers + (self.effective_num_ps + 1 if separate else 0)
 
     @property
@@ -152,9 +156,6 @@ class RunConfig:
             if key in d:
                 d[key] = tuple(d[key])
         return cls(**d)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     def replace(self, **changes) -> "RunConfig":
         return dataclasses.replace(self, **changes)

@@ -2,9 +2,10 @@
 written, so that every bad value or combination ends with one clear line (ConfigError) instead of
 a traceback from inside TensorFlow.
 
-validate() checks each flag's own range, then the strategy, the network, the devices, the launch
-and the logdir; the rules of feature flags that combine with many others (stragglers, faults,
-staleness, real data, elastic, precision) are tfbench.config.feature_rules, which it calls.
+validate() checks each flag's own range, then the strategy (its traits, tfbench.config.strategy_traits),
+the network, the devices, the launch (what the run's kind takes, tfbench.config.kinds) and the
+logdir; the rules of feature flags that combine with many others (stragglers, faults, staleness,
+real data, elastic, precision) are tfbench.config.feature_rules, which it calls.
 """
 from __future__ import annotations
 
@@ -12,27 +13,28 @@ import os
 import re
 from typing import Optional
 
-from tfbench.config import feature_rules, knobs
+from tfbench.config import feature_rules, knobs, strategy_traits
 from tfbench.config.choices import (
     ALL_REDUCE,
     DATA_FORMATS,
     DEVICES,
     LAUNCHERS,
     MODES,
-    MULTI_TASK_STRATEGIES,
     NETWORKS,
     PLACEMENTS,
     PS_PLACEMENTS,
-    STRATEGIES,
     TBF_MAX_BPS,
     is_this_machine,
 )
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import LAUNCH_FLAGS, Kind, kind_of
 from tfbench.config.run_config import RunConfig
+from tfbench.framework.devices import count_gpus
 from tfbench.models import MODELS
 
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DEFAULTS = RunConfig()
 
 
 def _need(ok: bool, message: str) -> None:
@@ -40,25 +42,42 @@ def _need(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool = False,
-             engine_nodes: bool = False) -> RunConfig:
+def _one_of(value: str, choices, flag: str, hint: str = "") -> None:
+    _need(value in choices, f"--{flag}={value!r} is unknown; choose {hint or ' or '.join(choices)}")
+
+
+def validate(config: RunConfig, gpu_count: Optional[int] = None, kind: Optional[Kind] = None) -> RunConfig:
     """Returns `config` if it can run; raises ConfigError with one line otherwise.
 
-    `by_hand`: the user starts the tasks (python -m cluster.by_hand), so --hosts may name any machine.
-    `engine_nodes`: an engine places the tasks on nodes of its own (python -m cluster.k8s), as
-    --launcher=slurm does: their cores are the nodes', not this machine's, so --cores_per_worker
-    is not checked against os.cpu_count() (cluster.slurm.nodes asks Slurm; Kubernetes refuses a
-    pod that no node can hold).
+    `kind`: where the tasks start (tfbench.config.kinds); by default the kind --launcher and
+    --network name. `python -m cluster.by_hand` passes the by-hand kind (the user starts the tasks,
+    so --hosts may name any machine) and `python -m cluster.k8s` the Kubernetes kind (its nodes'
+    cores are not this machine's, so --cores_per_worker is not checked against os.cpu_count()).
 
     `gpu_count` is looked up lazily (it needs TensorFlow) and only when the config asks for a
     GPU or for NCHW, so that most runs validate without importing TensorFlow.
     """
-    c = config
+    kind = kind or kind_of(config)
+    _check_ranges(config, kind)
+    traits = strategy_traits.of(config.strategy)
+    _check_strategy(config, traits)
+    _check_features(config, kind, traits)
+    _check_network(config)
+    _check_devices(config, gpu_count)
+    _check_launch(config, kind, traits)
+    # Performance: a precision the compute device cannot run is refused (tfbench.framework.precision).
+    on_gpu = config.device == "gpu" and config.precision != "fp32" and (
+        gpu_count if gpu_count is not None else count_gpus()) > 0
+    feature_rules.check_precision(config.precision, on_gpu)
+    _check_logdir(config.logdir, config.run_id)
+    return config
 
+
+def _check_ranges(c: RunConfig, kind: Kind) -> None:
+    """Each flag's own range and choices."""
     need = _need
     need(c.model in MODELS, f"--model={c.model!r} is unknown; choose one of {', '.join(sorted(MODELS))}")
-    need(c.mode in MODES, f"--mode={c.mode!r} is unknown; choose train or forward")
-    need(c.strategy in STRATEGIES, f"--strategy={c.strategy!r} is unknown; choose one of {', '.join(STRATEGIES)}")
+    _one_of(c.mode, MODES, "mode")
     need(c.batch_size > 0, f"--batch_size must be positive (per replica), got {c.batch_size}")
     need(c.num_steps > 0, f"--num_steps must be positive, got {c.num_steps}")
     need(c.num_warmup_steps >= 1, f"--num_warmup_steps must be at least 1 (tracing must not land in a measured "
@@ -71,19 +90,19 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     need(c.image_size <= 2048, f"--image_size={c.image_size} is larger than tfbench supports (2048)")
     need(c.source_image_size == 0 or c.source_image_size >= c.image_size,
          f"--source_image_size={c.source_image_size} is smaller than --image_size={c.image_size}; images are cropped, not enlarged")
-    need(c.data_format in DATA_FORMATS, f"--data_format={c.data_format!r} is unknown; choose NHWC or NCHW")
+    _one_of(c.data_format, DATA_FORMATS, "data_format")
     need(c.cores_per_worker >= 0, f"--cores_per_worker must be 0 (auto) or more, got {c.cores_per_worker}")
-    if _tasks_run_here(c, engine_nodes):
+    if _tasks_run_here(c, kind):
         need(c.cores_per_worker <= os.cpu_count(),
              f"--cores_per_worker must be between 0 (auto) and this machine's {os.cpu_count()} cores, "
              f"got {c.cores_per_worker}")
     need(c.num_intra_threads >= 0, f"--num_intra_threads must be 0 (auto) or more, got {c.num_intra_threads}")
     need(c.num_inter_threads >= 0, f"--num_inter_threads must be 0 (auto) or more, got {c.num_inter_threads}")
     need(c.display_every > 0, f"--display_every must be positive, got {c.display_every}")
-    need(c.placement in PLACEMENTS, f"--placement={c.placement!r} is unknown; choose soft or hard")
-    need(c.device in DEVICES, f"--device={c.device!r} is unknown; choose cpu or gpu")
-    need(c.ps_placement in PS_PLACEMENTS, f"--ps_placement={c.ps_placement!r} is unknown; choose collocated or separate")
-    need(c.all_reduce in ALL_REDUCE, f"--all_reduce={c.all_reduce!r} is unknown; choose auto, ring or nccl")
+    _one_of(c.placement, PLACEMENTS, "placement")
+    _one_of(c.device, DEVICES, "device")
+    _one_of(c.ps_placement, PS_PLACEMENTS, "ps_placement")
+    _one_of(c.all_reduce, ALL_REDUCE, "all_reduce", "auto, ring or nccl")
     need(not c.run_id or bool(_RUN_ID.match(c.run_id)),
          f"--run_id={c.run_id!r} must be letters, digits, '.', '_' or '-' (at most 128)")
     need(c.deadline >= 0, f"--deadline must be 0 (none) or positive seconds, got {c.deadline}")
@@ -97,44 +116,49 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
     for step in c.profile_steps:
         need(0 <= step < c.total_steps,
              f"--profile_steps={step} is outside the run's steps 0..{c.total_steps - 1}")
-
-    # Distribution.
     need(c.num_workers >= 1, f"--num_workers must be at least 1, got {c.num_workers}")
     need(c.num_workers <= 64, f"--num_workers={c.num_workers} is more than tfbench launches (64)")
-    if c.strategy not in MULTI_TASK_STRATEGIES:
-        need(c.num_workers == 1, f"--strategy={c.strategy} runs one task; use multi_worker_mirrored, parameter_server or horovod for --num_workers={c.num_workers}")
     need(c.num_ps >= 0, f"--num_ps must be 0 or more, got {c.num_ps}")
-    if c.strategy != "parameter_server":
-        need(c.num_ps == 0, "--num_ps applies to --strategy=parameter_server only")
-        need(not c.ps_sync, "--ps_sync applies to --strategy=parameter_server only")
+    _one_of(c.network, NETWORKS, "network", "local or emulated")
+    _one_of(c.launcher, LAUNCHERS, "launcher", "one of " + ", ".join(LAUNCHERS))
+
+
+def _check_strategy(c: RunConfig, traits) -> None:
+    """What the strategy has: peers, parameter servers, local devices, knobs."""
+    need = _need
+    if not traits.multi_task:
+        need(c.num_workers == 1, f"--strategy={c.strategy} runs one task; use "
+             f"{' or '.join(strategy_traits.names(lambda t: t.multi_task))} for --num_workers={c.num_workers}")
+    if not traits.has_ps:
+        ps = " or ".join(strategy_traits.names(lambda t: t.has_ps))
+        need(c.num_ps == 0, f"--num_ps applies to --strategy={ps} only")
+        need(not c.ps_sync, f"--ps_sync applies to --strategy={ps} only")
     need(not c.ps_sync or c.mode == "train",
          "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
     knobs.check(c)
-    need(c.num_local_devices <= 1 or c.strategy in ("default", "mirrored"),
-         "--num_local_devices applies to --strategy=mirrored or default only")
-    need(c.strategy != "default" or c.num_local_devices <= 1,
-         "--strategy=default runs on one device; use --strategy=mirrored with --num_local_devices")
+    if not traits.local_devices:
+        need(c.num_local_devices <= 1, f"--num_local_devices applies to --strategy="
+             f"{' or '.join(strategy_traits.names(lambda t: t.local_devices))} only"
+             + ("" if traits.multi_task else f": --strategy={c.strategy} runs on one device"))
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
 
-    if c.straggler:
-        feature_rules.check_straggler(c)
-    if c.fault:
-        feature_rules.check_faults(c)
-    feature_rules.check_checkpoints(c)
-    feature_rules.check_staleness_bound(c)
-    feature_rules.check_data(c)
-    feature_rules.check_elastic(c)
 
-    # Network.
-    need(c.network in NETWORKS, f"--network={c.network!r} is unknown; choose local or emulated")
-    emulated = c.network == "emulated"
-    need(emulated or not c.link_bandwidth, "--link_bandwidth applies to --network=emulated only")
-    need(emulated or c.link_latency == 0, "--link_latency applies to --network=emulated only")
+def _check_features(c: RunConfig, kind: Kind, traits) -> None:
+    if c.straggler:
+        feature_rules.check_straggler(c, kind, traits)
+    if c.fault:
+        feature_rules.check_faults(c, kind, traits)
+    feature_rules.check_checkpoints(c, traits)
+    feature_rules.check_staleness_bound(c, traits)
+    feature_rules.check_data(c)
+    feature_rules.check_elastic(c, kind, traits)
+
+
+def _check_network(c: RunConfig) -> None:
+    """The links' own values (which kinds take them: _check_launch)."""
+    need = _need
     need(c.link_latency >= 0, f"--link_latency must be 0 or more milliseconds, got {c.link_latency}")
-    need(emulated or c.link_jitter == 0, "--link_jitter applies to --network=emulated only")
     need(c.link_jitter >= 0, f"--link_jitter must be 0 or more milliseconds, got {c.link_jitter}")
-    need(not emulated or c.hosts == ("localhost",),
-         "--hosts does not apply to --network=emulated: its hosts are network namespaces of this machine")
     c.link_rate_bps  # raises ConfigError on a bad rate
     need(not c.link_bandwidth or c.link_rate_bps >= 10 ** 5,
          f"--link_bandwidth={c.link_bandwidth} is below what tfbench shapes (100kbit)")
@@ -143,70 +167,55 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, by_hand: bool =
          f"({TBF_MAX_BPS / 1e9:.1f} Gbit/s); leave --link_bandwidth empty for an unshaped link (veth, as fast as "
          f"the CPU carries it)")
 
-    # Devices: NCHW convolutions and GPU placement need a GPU.
-    need(not (c.data_format == "NCHW" and c.device == "cpu"),
-         "--data_format=NCHW needs --device=gpu: TensorFlow's CPU convolutions run NHWC only")
+
+def _check_devices(c: RunConfig, gpu_count: Optional[int]) -> None:
+    """NCHW convolutions and GPU placement need a GPU."""
+    _need(not (c.data_format == "NCHW" and c.device == "cpu"),
+          "--data_format=NCHW needs --device=gpu: TensorFlow's CPU convolutions run NHWC only")
     if c.device == "gpu" and (c.placement == "hard" or c.data_format == "NCHW"):
         gpus = gpu_count if gpu_count is not None else count_gpus()
-        need(gpus > 0, f"--device=gpu with --placement={c.placement}"
-             f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
-
-    need(not (by_hand and c.horovod_elastic), "--horovod_elastic needs tfbench's launcher: horovodrun's elastic "
-                                               "driver starts the ranks, not a user by hand")
-    if not by_hand:
-        _check_launch(c)
-
-    # Performance: a precision the compute device cannot run is refused (tfbench.framework.precision).
-    on_gpu = c.device == "gpu" and c.precision != "fp32" and (
-        gpu_count if gpu_count is not None else count_gpus()) > 0
-    feature_rules.check_precision(c.precision, on_gpu)
-
-    _check_logdir(c.logdir, c.run_id)
-    return c
+        _need(gpus > 0, f"--device=gpu with --placement={c.placement}"
+              f"{' and --data_format=NCHW' if c.data_format == 'NCHW' else ''} needs a GPU, and this machine has none")
 
 
-def _tasks_run_here(c: RunConfig, engine_nodes: bool) -> bool:
+def _tasks_run_here(c: RunConfig, kind: Kind) -> bool:
     """Whether some task runs on this machine and takes its cores: not on Slurm's or Kubernetes'
     nodes, nor when every --hosts entry names another machine (tasks started by hand)."""
-    if engine_nodes or c.launcher == "slurm":
-        return False
-    return any(is_this_machine(h) for h in c.hosts)
+    return not kind.engine_nodes and any(is_this_machine(h) for h in c.hosts)
 
 
-def _check_launch(c: RunConfig) -> None:
-    """Launch: the local launcher starts tasks on this machine only; Slurm picks its own nodes."""
-    if c.launcher not in LAUNCHERS:
-        raise ConfigError(f"--launcher={c.launcher!r} is unknown; choose one of {', '.join(LAUNCHERS)}")
-    if c.launcher == "local":
-        remote = [h for h in c.hosts if not is_this_machine(h)]
-        if remote:
-            raise ConfigError(
-                f"--hosts names other machines ({','.join(remote)}) and the local launcher starts tasks on this "
-                f"machine only: use --launcher=slurm, or start them by hand with `python -m cluster.by_hand "
-                f"--run_dir=DIR` (README: By hand)")
-        slurm_flags = [f"--{name}" for name in ("slurm_partition", "slurm_time", "slurm_account")
-                       if getattr(c, name)] + (["--slurm_nodes"] if c.slurm_nodes != 1 else [])
-        if slurm_flags:
-            raise ConfigError(f"{', '.join(slurm_flags)} applies to --launcher=slurm only")
-        return
-    if c.hosts != ("localhost",):
-        raise ConfigError("--hosts does not apply to --launcher=slurm: Slurm picks the nodes; use --slurm_nodes")
-    feature_rules.check_slurm_network(c)
-    if c.slurm_nodes < 0:
-        raise ConfigError(f"--slurm_nodes must be 0 (a node per worker, and per separate ps) or more, "
-                          f"got {c.slurm_nodes}")
-    tasks = 1 + c.num_workers + c.effective_num_ps if c.strategy == "parameter_server" else c.num_workers
-    if c.slurm_nodes > tasks:
-        raise ConfigError(f"--slurm_nodes={c.slurm_nodes} is more nodes than the run's {tasks} tasks")
-    if c.slurm_time and not _SLURM_TIME.match(c.slurm_time):
-        raise ConfigError(f"--slurm_time={c.slurm_time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
+def _check_launch(c: RunConfig, kind: Kind, traits) -> None:
+    """The flags the run's kind takes (tfbench.config.kinds); the local launcher starts tasks on this
+    machine only; Slurm picks its own nodes."""
+    for flag in sorted(LAUNCH_FLAGS):
+        if getattr(c, flag) != getattr(_DEFAULTS, flag):
+            refusal = kind.refusal(flag)
+            _need(not refusal, refusal)
+    _need(kind.name not in traits.not_on, f"--strategy={c.strategy} does not run {kind.where}: "
+                                          f"{traits.not_on.get(kind.name, '')}")
+    remote = [h for h in c.hosts if not is_this_machine(h)]
+    if kind.hosts_here_only and remote:
+        raise ConfigError(
+            f"--hosts names other machines ({','.join(remote)}) and the local launcher starts tasks on this "
+            f"machine only: use --launcher=slurm, or start them by hand with `python -m cluster.by_hand "
+            f"--run_dir=DIR` (README: By hand)")
+    nodes = c.effective_slurm_nodes
+    _need(not kind.max_nodes or nodes <= kind.max_nodes,
+          f"--launcher=slurm --network=emulated runs at most {kind.max_nodes} nodes (the run asks for {nodes}): "
+          f"TensorFlow's SlurmClusterResolver orders nodes by name as text, h10 before h2")
+    _need(c.slurm_nodes >= 0, f"--slurm_nodes must be 0 (a node per worker, and per separate ps) or more, "
+                              f"got {c.slurm_nodes}")
+    tasks = traits.num_tasks(c.num_workers, c.effective_num_ps)
+    _need(c.slurm_nodes <= tasks, f"--slurm_nodes={c.slurm_nodes} is more nodes than the run's {tasks} tasks")
+    _need(not c.slurm_time or bool(_SLURM_TIME.match(c.slurm_time)),
+          f"--slurm_time={c.slurm_time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
     for name in ("slurm_partition", "slurm_account"):
         value = getattr(c, name)
-        if value and not re.match(r"^[A-Za-z0-9._-]+$", value):
-            raise ConfigError(f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
-    if c.strategy == "horovod" and c.num_workers % c.effective_slurm_nodes:
-        raise ConfigError(f"--strategy=horovod on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
-                          f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
+        _need(not value or bool(re.match(r"^[A-Za-z0-9._-]+$", value)),
+              f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
+    _need(not traits.ranks or c.num_workers % nodes == 0,
+          f"--strategy={c.strategy} on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
+          f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
 
 
 def _check_logdir(logdir: str, run_id: str) -> None:
@@ -233,12 +242,3 @@ def _check_logdir(logdir: str, run_id: str) -> None:
                           f"({e.strerror or e})") from None
     if run_id and os.path.exists(os.path.join(path, run_id)):
         raise ConfigError(f"run {run_id!r} already exists in {logdir}; runs are never overwritten, pick another --run_id")
-
-
-def count_gpus() -> int:
-    """Number of GPUs TensorFlow can see, without initialising them."""
-    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
-        return 0
-    from tfbench.framework.tf_import import tf
-
-    return len(tf.config.list_physical_devices("GPU"))

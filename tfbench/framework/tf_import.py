@@ -17,5 +17,6 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
+from tensorflow.python.eager import context as eager_context  # noqa: E402 - run metadata: no public API
 
-__all__ = ["tf", "keras"]
+__all__ = ["tf", "keras", "eager_context"]

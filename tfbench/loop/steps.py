@@ -1,6 +1,8 @@
 """The work of one step, shared by every strategy so that differences are the strategies'.
 
-train: loss, gradients, SGD update; forward: model(x, training=False) only. Losses are
+train: loss, gradients, SGD update; forward: model(x, training=False) only; shaped() is the one
+builder of a step's shape (train or forward, XLA, where compute ends) that every strategy calls
+with what differs. Losses are
 averaged over the global batch (tf.nn.compute_average_loss), so summing the replicas'
 gradients gives the gradient of the mean loss over the global batch.
 """
@@ -37,14 +39,37 @@ def train(model, optimizer, images, labels, global_batch_size: int, tape_wrapper
     return loss
 
 
-def train_marked(model, optimizer, images, labels, global_batch_size: int):
-    """train(), plus tf.timestamp() taken once every gradient exists: where a parameter-server
-    update's compute ends and its push begins (the timestamp delays nothing)."""
-    loss, grads = gradients(model, images, labels, global_batch_size, None, optimizer)
-    with tf.control_dependencies([g for g in grads if g is not None]):
-        computed = tf.timestamp()
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss, computed
+def shaped(config, model, optimizer, images, labels, global_batch_size: int, *, forward_scale: int = 1,
+           tape_wrapper=None, marks=None, apply: bool = True):
+    """One step's work as every strategy runs it, and the wall time its compute ends:
+    (value, mark, gradients).
+
+    train: the loss, the gradients (through `tape_wrapper`: Horovod's all-reducing tape) and, with
+    `apply`, the update (a synchronous parameter server pushes the gradients instead: None is
+    applied here). forward: the model's output only, divided by `forward_scale` (the replicas a
+    strategy sums); no gradients. `mark` is tf.timestamp() once every gradient (or the output)
+    exists, or `marks[-1]` when the tape wrapper takes it itself, before its all-reduce; under XLA,
+    which compiles the step whole and has no timestamp inside it, 0.0 (no mark). A timestamp
+    delays nothing."""
+    no_mark = tf.constant(0.0, tf.float64)
+    if config.mode == "forward":
+        value = forward(model, images)
+        value = value / forward_scale if forward_scale != 1 else tf.identity(value)
+        if config.xla:
+            return value, no_mark, None
+        with tf.control_dependencies([value]):
+            return value, tf.timestamp(), None
+    loss, grads = gradients(model, images, labels, global_batch_size, tape_wrapper, optimizer)
+    if config.xla:
+        mark = no_mark
+    elif marks is not None:
+        mark = marks[-1]
+    else:
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            mark = tf.timestamp()
+    if apply:
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss, mark, grads
 
 
 def forward(model, images):

@@ -13,7 +13,7 @@ how each part was obtained. Two sources:
   which sums to max_r e_r - min_r s_r, the global step. With no peers (default strategy) the
   update after the gradients is compute and communication is 0. Clocks of different hosts are
   compared, as for the global step itself.
-- parameter servers: the coordinator splits each global step itself (strategies.ps_split) into
+- parameter servers: the coordinator splits each global step itself (strategies.parameter_server.split) into
   pull (measured alone after the window), compute (derived), push (measured), apply (sync,
   measured) and waiting (the remainder); communication = pull + push.
 """

@@ -125,9 +125,9 @@ def task_bytes(role: str, config, model: Dict[str, int], images_per_step: int) -
 
 def estimate(config, roles: Iterable[str], model: Dict[str, int]) -> Dict[str, int]:
     """{'total', 'largest_task', 'tasks'}: bytes of the tasks with these roles on this machine."""
-    local = max(1, config.num_local_devices) if config.strategy in ("default", "mirrored") else 1
+    local = max(1, config.num_local_devices) if not config.traits.multi_task else 1
     images = config.batch_size * local
-    sizes = [task_bytes(role, config, model, 0 if role == "chief" and config.strategy == "parameter_server"
+    sizes = [task_bytes(role, config, model, 0 if role == "chief" and config.traits.has_ps
                         else images) for role in roles]
     return {"total": sum(sizes), "largest_task": max(sizes, default=0), "tasks": len(sizes)}
 

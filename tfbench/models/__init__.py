@@ -33,7 +33,7 @@ class ModelSpec:
         return build(num_classes=num_classes, image_size=image_size, data_format=data_format)
 
 
-MODELS: Dict[str, ModelSpec] = {
+OWN: Dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         ModelSpec("resnet50", "tfbench.models.resnet:resnet50", 32,
@@ -46,8 +46,9 @@ MODELS: Dict[str, ModelSpec] = {
                   "one convolution and a classifier, for tests"),
     )
 }
+MODELS: Dict[str, ModelSpec] = dict(OWN)  # tfbench's own, then every tf_keras.applications model
 for _name, _class in applications.NAMES.items():
     MODELS.setdefault(_name, ModelSpec(_name, "tfbench.models.applications:build", applications.min_image_size(_name),
                                        f"tf_keras.applications {_class}, weights=None", bounded=False,
                                        application=_name))
-OWN_MODELS = ("resnet50", "alexnet", "lenet", "tiny")
+OWN_MODELS = tuple(OWN)

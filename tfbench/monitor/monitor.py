@@ -37,7 +37,7 @@ class Monitor:
                  host_interfaces: bool = True, tasks_in_namespaces: bool = False):
         """`host_interfaces=False`: the tasks talk inside a network namespace of their own (a
         local run's private one), so this machine's interfaces carry none of their traffic.
-        `tasks_in_namespaces`: every task sits on an emulated host (cluster.kinds), whose link
+        `tasks_in_namespaces`: every task sits on an emulated host (tfbench.config.kinds), whose link
         the link monitor counts, so no socket of theirs is read from here."""
         self._run = run
         self._origin = timeline.origin(run.path)  # events share the tasks' step axis

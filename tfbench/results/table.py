@@ -32,7 +32,7 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     lines = [
         f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
         + (f"  ps={config.effective_num_ps} ({config.ps_placement}, {'sync' if config.ps_sync else 'async'})"
-           if config.strategy == "parameter_server" else "")
+           if config.traits.has_ps else "")
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
         f"image={config.image_size}px  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
@@ -144,7 +144,7 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
 
 
 def recovery_line(entry: Dict) -> str:
-    """The run table's line about one recovery (cluster.recovery)."""
+    """The run table's line about one recovery (cluster.faults.recovery)."""
     if entry.get("recovered_by"):
         resumed = entry.get("time_to_resume_s")
         return (f"recovery of {entry['task']} ({entry['kind']}): {entry['recovered_by']} (step "

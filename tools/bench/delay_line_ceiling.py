@@ -3,7 +3,7 @@
     python -m tools.bench.delay_line_ceiling [--links=unshaped:1,unshaped:20,100mbit:20] [--seconds=3]
 
 For each link (rate:one-way delay in ms) it builds two emulated hosts exactly as a run does
-(cluster.links: TAP pairs, tbf, the delay line in the switch namespace), streams TCP from h0 to
+(cluster.net.links: TAP pairs, tbf, the delay line in the switch namespace), streams TCP from h0 to
 h1 for --seconds after the start-up the link probe skips, and prints the stream's Mbit/s, the
 packets per second the delay line moved (the switch ports' packet counters; TSO packets carry up
 to 64 KB each) and the share of one core the delay line used. An unshaped link shows the delay
@@ -18,9 +18,8 @@ from typing import List, Tuple
 import psutil
 from absl import app, flags
 
-from cluster import delay_line, link_probe, links, netns
-from tfbench.config import ConfigError, link_rate_bps
-from tfbench.config import helptext
+from cluster.net import delay_line, link_probe, links, netns
+from tfbench.config import ConfigError, helptext, link_rate_bps
 
 FLAGS = flags.FLAGS
 PROG = "tools.bench.delay_line_ceiling"

@@ -21,7 +21,8 @@ import psutil
 import yaml
 from absl import app, flags
 
-from cluster import leftovers, netns
+from cluster.net import netns
+from cluster.supervision import leftovers
 from tfbench.config import helptext
 
 FLAGS = flags.FLAGS
@@ -52,7 +53,7 @@ def define_flags() -> None:
 
 
 def snapshot() -> Dict[str, Set]:
-    """What a run could leave behind (cluster.leftovers), and listening ports, Slurm jobs,
+    """What a run could leave behind (cluster.supervision.leftovers), and listening ports, Slurm jobs,
     temporary directories and this process's open files, as sets that can be compared."""
     ports = {f"{c.laddr.ip}:{c.laddr.port}" for c in psutil.net_connections(kind="tcp")
              if c.status == psutil.CONN_LISTEN}

@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.config import STRATEGIES, effective_num_local_devices, effective_num_ps
+from tfbench.config import STRATEGIES, effective_num_local_devices, effective_num_ps, strategy_traits
+from tfbench.config.kinds import kind_of
 from tfbench.measure import stats
 from tools.rundirs.runs import Run
 
@@ -29,13 +30,13 @@ def identity(config: Dict) -> Dict:
     ident["num_ps"] = effective_num_ps(strategy, ident.get("num_ps") or 0)
     ident["num_local_devices"] = effective_num_local_devices(strategy, ident.get("num_local_devices") or 0)
     ident["scale"] = ident["num_local_devices"] or ident.get("num_workers") or 1
-    if ident.get("launcher", "local") != "slurm" and "slurm_nodes" in ident:
+    if "slurm_nodes" not in kind_of(ident).accepts and "slurm_nodes" in ident:
         ident["slurm_nodes"] = None  # not a Slurm run: no node count to show
     return ident
 
 
 def _at_scale_one(config: Dict) -> Dict:
-    if config.get("strategy") == "mirrored":
+    if strategy_traits.get(config.get("strategy")).local_devices:
         return {**config, "num_local_devices": 1, "scale": 1}
     return {**config, "num_workers": 1, "scale": 1}
 
@@ -212,10 +213,13 @@ def varying(points: Sequence[Point], exclude: Sequence[str] = ()) -> List[str]:
     return [k for k in keys if len({repr(p.config.get(k)) for p in points}) > 1]
 
 
+_ORDER = {name: i for i, name in enumerate(STRATEGIES)}  # the traits table's order; others last
+
+
 def order_key(config: Dict):
     """Tables and legends list points by model, mode, strategy, batch, then workers."""
     strategy = config.get("strategy")
-    order = STRATEGIES.index(strategy) if strategy in STRATEGIES else len(STRATEGIES)
+    order = _ORDER.get(strategy, len(_ORDER))
     return (str(config.get("model")), config.get("image_size") or 0, str(config.get("mode")), order,
             config.get("batch_size") or 0, config.get("scale") or 0, config.get("num_ps") or 0,
             str(config.get("placement")), str(config.get("device")), repr(sorted(config.items())))

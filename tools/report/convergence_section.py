@@ -16,22 +16,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+from tfbench.config import strategy_traits  # noqa: E402
 from tools.report.aggregate import Point, order_key  # noqa: E402
 from tools.report.summary import fmt, table  # noqa: E402
 
 
 def way(config: Dict) -> str:
     """How a point trains: the parameter-server mode (with its bound), or the strategy."""
-    strategy = config.get("strategy")
-    if strategy == "parameter_server":
+    traits = strategy_traits.get(config.get("strategy"))
+    if traits.has_ps:
         if config.get("ps_sync"):
-            return "PS sync"
+            return f"{traits.label} sync"
         bound = config.get("ps_staleness_bound", -1)
-        return f"PS bounded s={bound}" if bound is not None and bound >= 0 else "PS async"
-    if strategy == "horovod" and config.get("horovod_elastic"):
-        return "Horovod elastic"
-    return {"multi_worker_mirrored": "MWMS", "horovod": "Horovod", "mirrored": "Mirrored"}.get(strategy,
-                                                                                             "single device")
+        return f"{traits.label} bounded s={bound}" if bound is not None and bound >= 0 else f"{traits.label} async"
+    if traits.elastic and config.get("horovod_elastic"):
+        return f"{traits.label} elastic"
+    return traits.label
 
 
 def _mean(values) -> Optional[float]:

@@ -19,7 +19,7 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tfbench.config import helptext
+from tfbench.config import helptext, strategy_traits
 from tools.rundirs.runs import Run, find_runs
 
 NOTE = ("Idleness is the share of a worker's global step not spent on the forward and backward pass of its "
@@ -78,7 +78,7 @@ def points(runs: Sequence[Run]) -> Dict[Series, List[Tuple[float, Run]]]:
     """Series -> [(latency ms, run)] of the runs that finished, by latency."""
     out: Dict[Series, List[Tuple[float, Run]]] = defaultdict(list)
     for run in runs:
-        if run.ok and run.config.get("strategy") == "parameter_server":
+        if run.ok and strategy_traits.get(run.config.get("strategy")).has_ps:
             out[series_of(run)].append((float(run.config.get("link_latency") or 0.0), run))
     return {s: sorted(v, key=lambda p: p[0]) for s, v in sorted(out.items())}
 

@@ -9,6 +9,7 @@ import os
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence
 
+from tfbench.config.kinds import kind_of
 from tools.report import plot_lines, plots, traffic_section
 from tools.report.aggregate import Point
 from tools.rundirs.runs import Run
@@ -20,7 +21,7 @@ LINKS_FILE = "links.jsonl"
 def seconds_per_batch_vs_workers(points: Sequence[Point], path: str) -> bool:
     """Mean global step time against workers, a panel per mode and link, one line per strategy
     (and ps placement, where it differs)."""
-    points = [p for p in points if p.config.get("network") == "emulated"
+    points = [p for p in points if kind_of(p.config).emulated_hosts
               and math.isfinite((p.stats or {}).get("mean_s", float("nan")))]
     groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=("mode", "link_bandwidth"), primary="strategy")
     figure = plots.line_figure(groups, title="Seconds per batch vs workers, per link (error bars: step-time 95% CI)",

@@ -12,8 +12,7 @@ import dataclasses
 import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from tfbench.config import MODES, STRATEGIES
-from tfbench.config import knobs
+from tfbench.config import MODES, STRATEGIES, knobs, strategy_traits
 from tools.report.aggregate import Point, varying
 
 SCALE = "scale"  # aggregate.identity's N of scaling efficiency: workers (mirrored: local devices)
@@ -55,7 +54,7 @@ class Panel:
 
 def scale_unit(config: Dict, count: Optional[int] = None) -> str:
     """What the scale counts for this config: workers, or a mirrored run's local devices."""
-    word = "local device" if config.get("strategy") == "mirrored" else "worker"
+    word = "local device" if strategy_traits.get(config.get("strategy")).local_devices else "worker"
     return word if count == 1 else word + "s"
 
 

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatter, NullFormatter, PercentFormatter  # noqa: E402
 
-from tfbench.config import STRATEGIES  # noqa: E402
+from tfbench.config import STRATEGIES, strategy_traits  # noqa: E402
 from tools.report import plot_lines  # noqa: E402
 from tools.report.aggregate import Point  # noqa: E402
 from tools.rundirs.runs import Run  # noqa: E402
@@ -198,7 +198,7 @@ def _workers_axis(points: Sequence[Point]) -> str:
 
 
 def _has_mirrored(points: Sequence[Point]) -> bool:
-    return any(p.config.get("strategy") == "mirrored" for p in points)
+    return any(strategy_traits.get(p.config.get("strategy")).local_devices for p in points)
 
 
 def _repeat_error(p: Point) -> Tuple[float, float]:

@@ -1,6 +1,6 @@
 """The report's recovery table: for every run with an injected fault (--fault) that the run
 recovered from, how long the task took to serve and to update again and the cluster's
-images/sec before the fault, while the task was down and after (cluster.recovery)."""
+images/sec before the fault, while the task was down and after (cluster.faults.recovery)."""
 from __future__ import annotations
 
 from typing import List, Sequence

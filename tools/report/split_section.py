@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Sequence
 
+from tfbench.config import strategy_traits
 from tfbench.measure.breakdown import PARTS
 from tools.report.aggregate import Point, order_key
 from tools.report.summary import fmt, knobs_cell, table
@@ -95,7 +96,7 @@ def plot(points: Sequence[Point], path: str) -> bool:
 
 def _label(config: dict) -> str:
     name = config.get("strategy", "")
-    if name == "parameter_server":
+    if strategy_traits.get(name).has_ps:
         name = f"PS {'sync' if config.get('ps_sync') else 'async'}"
     link = config.get("link_bandwidth") or ""
     latency = f" +{config['link_latency']:g}ms" if config.get("link_latency") else ""

@@ -16,14 +16,15 @@ import os
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from tfbench.config import strategy_traits
+from tfbench.config.kinds import kind_of
 from tools.report.aggregate import Point
-from tools.rundirs.runs import Run
 from tools.report.summary import fmt, table
+from tools.rundirs.runs import Run
 
 W = r"\|w\|"  # |w| inside a markdown table cell
 HEADERS = ["strategy", "workers", "hosts", f"reference ({W})", f"local emulated tx / rx ({W})",
            f"Slurm nodes tx / rx ({W})"]
-RING = ("multi_worker_mirrored", "horovod")
 
 
 def w_bytes(config: Dict) -> Optional[float]:
@@ -61,14 +62,14 @@ def tasks_by_host(run: Run) -> Dict[str, List[str]]:
 def host_groups(strategy: str, hosts: Dict[str, List[str]]) -> List[Tuple[str, List[str]]]:
     """[(label, hosts)]: the ps host(s) and the worker hosts, or every ring host."""
     workers = sorted(h for h, tasks in hosts.items() if any(t.startswith("worker_") for t in tasks))
-    if strategy != "parameter_server":
+    if not strategy_traits.get(strategy).has_ps:
         return [("each host (mean)", workers)]
     ps = sorted(h for h, tasks in hosts.items() if any(t.startswith("ps_") for t in tasks))
     return [("ps host", ps), ("each worker host (mean)", [h for h in workers if h not in ps])]
 
 
 def reference(strategy: str, label: str, n: int) -> str:
-    if strategy in RING:
+    if strategy_traits.get(strategy).all_reduce:
         return f"2(N−1)/N = {2 * (n - 1) / n:.2f}"
     return f"N = {n}" if label == "ps host" else "1"
 
@@ -83,8 +84,8 @@ def measured(run: Run, hosts: List[str], w: float) -> Optional[Tuple[float, floa
 
 
 def label(config: Dict) -> str:
-    if config.get("strategy") == "parameter_server":
-        return f"parameter_server ({config.get('ps_placement', 'collocated')} ps)"
+    if strategy_traits.get(config.get("strategy")).has_ps:
+        return f"{config.get('strategy')} ({config.get('ps_placement', 'collocated')} ps)"
     return str(config.get("strategy"))
 
 
@@ -94,7 +95,7 @@ def section(points: Sequence[Point]) -> List[str]:
     sizes: Dict[str, float] = {}
     for p in points:
         ok = [r for r in p.runs if r.ok and (r.cluster or {}).get("link_traffic")]
-        if p.config.get("network") != "emulated" or not ok:
+        if not kind_of(p.config).emulated_hosts or not ok:
             continue
         run = ok[0]
         w = w_bytes(run.config)
@@ -102,7 +103,7 @@ def section(points: Sequence[Point]) -> List[str]:
             continue
         strategy, n = p.config["strategy"], int(p.config["num_workers"])
         sizes[f"{run.config['model']} {run.config['num_classes']} classes"] = w
-        where = "slurm" if p.config.get("launcher") == "slurm" else "local"
+        where = kind_of(p.config).engine  # who started the tasks: tfbench's launcher, or Slurm
         for order, (name, hosts) in enumerate(host_groups(strategy, tasks_by_host(run))):
             values = [measured(r, hosts, w) for r in ok]
             values = [v for v in values if v]
@@ -112,7 +113,7 @@ def section(points: Sequence[Point]) -> List[str]:
                 cells[key][where] = f"{fmt(tx, 2)} / {fmt(rx, 2)}"
     if not cells:
         return []
-    rows = [[f"{k[0]}, {k[1]}", k[2], k[4], reference(k[5], k[4], k[2]), v.get("local", "–"), v.get("slurm", "–")]
+    rows = [[f"{k[0]}, {k[1]}", k[2], k[4], reference(k[5], k[4], k[2]), v.get("tfbench", "–"), v.get("slurm", "–")]
             for k, v in sorted(cells.items())]
     size = "; ".join(f"{name}: |w| = {w / 1e6:.2f} MB" for name, w in sorted(sizes.items()))
     return ["", "## Bytes per global step on each host's link", "",

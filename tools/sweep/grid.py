@@ -13,7 +13,9 @@ from typing import Any, Dict, List, Tuple
 
 import tfbench.config as config_lib
 from cluster import preflight
+from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
+from tfbench.config.kinds import kind_of
 from tfbench.results import tuned
 
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
@@ -72,7 +74,7 @@ def same_cores_per_worker(axes: Dict[str, Tuple[Any, ...]], fixed: Dict[str, Any
     widest = max(max(axes["num_workers"]), max(axes["num_local_devices"]))
     if widest <= 1:
         return {}
-    from cluster.cores import available_cores
+    from cluster.plan.cores import available_cores
 
     return {"cores_per_worker": max(1, len(available_cores()) // widest)}
 
@@ -166,18 +168,20 @@ def saved_knobs(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> T
 def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> str:
     """E.g. parameter_server-w2-ps1-b16-train-soft-cpu-resnet50-64px-r0."""
     parts = [values["strategy"], f"w{values['num_workers']}"]
-    if values["strategy"] == "mirrored":
+    traits = strategy_traits.get(values["strategy"])
+    if traits.local_devices:
         parts.append(f"d{values['num_local_devices']}")
-    if values["strategy"] == "parameter_server":
+    if traits.has_ps:
         parts.append(f"ps{values['num_ps']}" + ("sep" if values["ps_placement"] == "separate" else "")
                      + ("sync" if values["ps_sync"] else "")
                      + (f"ssp{values['ps_staleness_bound']}" if values.get("ps_staleness_bound", -1) >= 0 else ""))
     parts += [f"b{values['batch_size']}", values["mode"], values["placement"], values["device"],
               values["model"], f"{values['image_size']}px"]
-    if values["network"] == "emulated":
+    kind = kind_of(values)
+    if kind.emulated_hosts:
         parts.append(f"emu-{values['link_bandwidth'] or 'unshaped'}")
         parts += [f"lat{values['link_latency']:g}ms"] if values.get("link_latency") else []
-    if values.get("launcher", "local") == "slurm":
+    if "slurm_nodes" in kind.accepts:
         parts.append(f"slurm-{'n' + str(values['slurm_nodes']) if values['slurm_nodes'] else 'auto'}")
     # Performance axes appear only off their defaults, so ids of sweeps without them stay stable.
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
@@ -192,9 +196,9 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
     """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps),
     num_local_devices off mirrored (where 0 means one device), and slurm_nodes off Slurm."""
     values = dict(values)
-    if values.get("launcher", "local") != "slurm":
+    if "slurm_nodes" not in kind_of(values).accepts:
         values["slurm_nodes"] = _DEFAULTS.slurm_nodes
-    if values["strategy"] != "parameter_server":
+    if not strategy_traits.get(values["strategy"]).has_ps:
         values.update(_PS_ONLY)
     if values["ps_sync"]:
         values["ps_staleness_bound"] = -1  # a synchronous ps has no bound to set
@@ -260,7 +264,7 @@ def _rejection(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> st
     """tfbench's own reason for refusing the combination (or this machine), or '' when it can run."""
     try:
         config = config_lib.validate(config_lib.RunConfig(**{**values, **fixed, "logdir": logdir}))
-        if config.strategy == "horovod":
+        if config.traits.ranks:
             preflight.check_horovod()
     except ConfigError as e:
         return str(e)

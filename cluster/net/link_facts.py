@@ -1,0 +1,34 @@
+"""What a run's emulated links were asked for and what they really do: the record's `link` entry
+and network.json, for every launcher that builds emulated hosts (local emulated and Slurm nodes).
+
+The measurements come from cluster.net.link_probe (round trip, Hockney alpha and beta, one TCP stream
+each way); a network that is not what was configured ends the run here, before any task starts.
+"""
+from __future__ import annotations
+
+from cluster.net import link_probe, links
+
+
+def facts(net: links.Network, link_bandwidth: str) -> dict:
+    """The `link` entry of a built network; RuntimeError (one line) when its measured round trip
+    or throughput is not what --link_latency and --link_bandwidth asked for."""
+    measured = link_probe.probe(net)
+    problem = link_probe.check(measured, net.delay_ms, net.rate_bps, net.shaped)
+    if problem:
+        raise RuntimeError(f"the emulated links are not what was asked for: {problem}")
+    out = {
+        "num_hosts": len(net.hosts),
+        "link_bandwidth": link_bandwidth or "unshaped",
+        "configured_bps": net.rate_bps or None,
+        "shaped": net.shaped,
+        "delay_ms": net.delay_ms,
+        "jitter_ms": net.jitter_ms,
+        "expected_goodput_bps": round(links.expected_goodput(net.rate_bps)) if net.shaped else None,
+        "measured_tx_bps": measured["throughput_bps"]["forward"],
+        "measured_rx_bps": measured["throughput_bps"]["backward"],
+        **{k: measured[k] for k in ("rtt_ms", "alpha_ms", "beta_bps", "window_limited", "path")},
+        "measured_with": measured["measured_with"],
+    }
+    if not net.shaped:  # validation refuses rates tbf cannot shape: only an empty one is unshaped
+        out["note"] = "unshaped: the rate is what veth and the CPU carry"
+    return out

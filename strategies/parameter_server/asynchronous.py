@@ -1,0 +1,109 @@
+"""Asynchronous parameter-server training: the scheduled update (its rounds: strategies.parameter_server.rounds).
+
+Each scheduled closure is one update of whichever worker runs it: read the version counter
+(strategies.parameter_server.staleness), pull the weights, compute the gradients, push the update, then count it.
+Its outputs carry three worker-side timestamps (start, gradients computed, update applied) so
+that an update's time splits into pull + compute and push.
+
+Bounded staleness (--ps_staleness_bound=s, stale-synchronous parallel): a clock per worker on the
+ps counts its applied updates. A closure starts its update only if its worker's clock is at most
+s ahead of the slowest worker's; otherwise it returns at once without an update (fresh=False)
+and the coordinator schedules another closure in its place: a blocked worker polls by running
+such empty closures, which the record counts. s=0 keeps workers in lockstep (every update at
+clock c reads every worker's first c updates); unbounded (-1) is plain asynchronous training.
+"""
+from __future__ import annotations
+
+from strategies.parameter_server.ops import on_this_worker, settled
+from tfbench.loop import steps
+
+
+def worker_step(adapter):
+    """The scheduled function: (iterator) -> dict of the update's worker-side facts."""
+    from tfbench.framework.tf_import import tf
+
+    config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
+    variables, device, bound = model.trainable_variables, adapter.device, config.ps_staleness_bound
+    # the version counter and the clocks live on the ps of the first variable: their ops join
+    # that ps' part of the step rather than calling another ps
+    with strategy.scope(), strategy.extended.colocate_vars_with(variables[0]):
+        version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
+        clocks = tf.Variable(tf.zeros([adapter.num_workers], tf.int64), trainable=False,
+                             name="worker_clocks") if bound >= 0 else None
+
+    def update(images, labels, worker):
+        read = version.read_value()
+        with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
+            loss, computed, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size)
+        loss = settled(loss, variables)  # outside the partial device: outputs name one device
+        with tf.control_dependencies([loss]):
+            applied = version.assign_add(1)
+        if clocks is not None:  # the clock after the version: staleness.clock_staleness relies on it
+            with tf.control_dependencies([applied]):
+                tick = clocks.scatter_nd_add([[worker]], [tf.constant(1, tf.int64)])
+            with tf.control_dependencies([tick]):
+                applied = tf.identity(applied)
+        return loss, computed, read, applied
+
+    def idle():
+        none = tf.constant(-1, tf.int64)
+        return tf.constant(0.0, tf.float32), tf.timestamp(), none, none
+
+    def replica_fn(images, labels, worker):
+        if config.mode == "forward":
+            with tf.device(device):  # the worker's own device: the call's job/task fill the rest
+                value, computed, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size)
+            none = tf.constant(-1, tf.int64)
+            return value, computed, none, none
+        return update(images, labels, worker)
+
+    def run(images, labels, worker):
+        return on_this_worker(strategy.run(replica_fn, args=(images, labels, worker)))
+
+    @tf.function(jit_compile=config.xla or None)
+    def step(iterator):
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):  # variable reads from the ps count too
+            images, labels, shard = next(iterator)
+            worker = tf.cast(shard, tf.int64)
+            if clocks is None:
+                fresh = tf.constant(True)
+                loss, computed, read, applied = run(images, labels, worker)
+            else:  # the gate stays outside strategy.run: the optimizer's merge_call must not sit in a cond
+                now = clocks.read_value()
+                fresh = tf.gather(now, worker) - tf.reduce_min(now) <= bound
+                loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker), idle)
+        with tf.control_dependencies([loss, computed, read, applied, fresh]):
+            end = tf.timestamp()
+        return {"loss": loss, "start": start, "computed": computed, "end": end, "worker": shard,
+                "fresh": fresh, "read": read, "applied": applied}
+
+    return step
+
+
+def pull_step(adapter):
+    """A closure that only pulls every weight onto its worker: the pull measured on its own.
+
+    The reductions are colocated with the worker's input (the batch it just read), so every
+    weight crosses the link from its ps. Under the replica's partial device ("/device:CPU:0",
+    which every task of the cluster matches) the placer put them beside the variables on the ps,
+    and only scalars travelled: the pull looked free."""
+    from tfbench.framework.tf_import import tf
+
+    parts = [p for v in adapter.model.trainable_variables for p in (getattr(v, "variables", None) or [v])]
+
+    @tf.function
+    def step(iterator):
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            _, _, shard = next(iterator)
+        values = [p.read_value() for p in parts]  # each on its ps
+        with tf.compat.v1.colocate_with(shard):
+            total = tf.add_n([tf.reduce_sum(tf.cast(v, tf.float32)) for v in values])
+        with tf.control_dependencies([total]):
+            end = tf.timestamp()
+        # `total` is an output: a value only waited on by control edges is pruned by grappler,
+        # and the reads with it
+        return {"start": start, "end": end, "worker": shard, "total": total}
+
+    return step

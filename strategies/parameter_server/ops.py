@@ -1,0 +1,59 @@
+"""Small graph pieces every parameter-server closure shares (async, sync and bounded staleness):
+kept below the strategy module so that its training loops and the strategy import one way.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import List
+
+
+@dataclasses.dataclass
+class PsLog:
+    """What the coordinator saw of its closures besides the steps' timings, over the whole run
+    (warm-up, measured window and the pull probe)."""
+
+    lost: int = 0  # closure results lost with a killed worker (strategies.parameter_server.rounds.fetched)
+    bound_waits: int = 0  # closures that found their worker too far ahead (--ps_staleness_bound)
+    late_updates: List[dict] = dataclasses.field(default_factory=list)  # updates past a phase's last round
+    shards_used: List[List[int]] = dataclasses.field(default_factory=list)  # workers of each round
+    updates_before: int = 0  # the optimizer's updates when the measured window started
+
+    def round_done(self, i: int, results: List[dict]) -> None:
+        """A round of N closures (a global step, or N asynchronous updates) was fetched: which
+        workers ran it, and which global step each closure belongs to (ps_split.global_steps)."""
+        self.shards_used.append(sorted(r["worker"] for r in results))
+        for r in results:
+            r["round"] = i
+
+
+def settled(value, variables):
+    """`value`, available only once every earlier write to `variables` is done.
+
+    A step's updates are remote assignments on the ps that nothing downstream reads, so a
+    timestamp would not wait for them. TensorFlow orders ops on one resource in program order:
+    reading each variable afterwards (reduced to a scalar on its own ps, so nothing large
+    travels) makes the value wait for the writes.
+    """
+    from tfbench.framework.tf_import import tf
+
+    marks = []
+    for v in variables:
+        for part in getattr(v, "variables", None) or [v]:  # shards of a ShardedVariable
+            with tf.device(part.device):
+                marks.append(tf.reshape(part.read_value(), [-1])[0])
+    with tf.control_dependencies(marks):
+        return tf.identity(value)
+
+
+def on_this_worker(values):
+    """`values` as outputs of the closure's function, free of the strategy's partial device.
+
+    ParameterServerStrategy runs each replica under "/device:CPU:0" (or GPU:0), which matches
+    every task of the cluster. Without soft placement TensorFlow refuses a function output whose
+    producing op (found through any Identity) names such a spec (PinArgsAndRets). A StopGradient,
+    not an Identity, with no device of its own ends that search: the output then goes to the
+    function's target device, the worker the coordinator dispatched the closure to.
+    """
+    from tfbench.framework.tf_import import tf
+
+    return tf.nest.map_structure(tf.stop_gradient, values)
