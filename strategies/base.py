@@ -77,17 +77,11 @@ class StrategyAdapter(abc.ABC):
         keras.utils.set_random_seed(self.config.seed)
         precision.apply_policy(self.config.precision)  # --precision: before any layer exists
         with self.scope():
-            self.model = self._model_spec().build(self.config.num_classes, self.config.image_size,
-                                                  self.config.data_format)
+            self.model = self.config.workload.build(self.config)
             self.optimizer = precision.wrap_optimizer(steps.optimizer(self.config), self.config.precision)
             if self.config.mode == "train":
                 self.optimizer.build(self.model.trainable_variables)
         startup.mark("model_built")
-
-    def _model_spec(self):
-        from tfbench.models import MODELS
-
-        return MODELS[self.config.model]
 
     def weights(self):
         return [v.numpy() for v in self.model.trainable_variables]
@@ -170,9 +164,7 @@ class SyncAdapter(StrategyAdapter):
         return lambda: next(iterator)
 
     def _replica_batch(self, shard: int):
-        from tfbench.data.synthetic import batch_for
-
-        return batch_for(self.config, self.config.batch_size, shard)
+        return self.config.workload.batch(self.config, self.config.batch_size, shard)
 
     def evaluation_hook(self):
         """Held-out evaluation between steps on the task that evaluates (None: no evaluation)."""

@@ -73,7 +73,7 @@ class Measurement:
 
     role: str
     index: int
-    images_per_step: int
+    examples_per_step: int
     timings: List[StepTiming]
     summary: TaskSummary
     placement: Optional[dict] = None

@@ -99,7 +99,7 @@ def append_record(run_dir: str, name: str, starts, times) -> None:
     role, index = name.rsplit("_", 1)
     extra = {"affinity": sorted(os.sched_getaffinity(0)), "pid": os.getpid()}
     record = records.task_record(run_id=os.path.basename(run_dir), role=role, index=int(index),
-                                 images_per_step=int(os.environ.get("FAKE_BATCH", "8")),
+                                 examples_per_step=int(os.environ.get("FAKE_BATCH", "8")),
                                  step_times_s=times, step_start_wall=starts, extra=extra)
     records.append(os.path.join(run_dir, "results.jsonl"), record)
 

@@ -34,7 +34,7 @@ def write_run(root, run_id, strategy, workers, step_s, *, placement="soft", reso
         times = [step_s + j for j in jitter]
         starts = [T0 + sum(times[:k]) for k in range(len(times))]
         rec = records.task_record(run_id=run_id, role="worker", index=index,
-                                  images_per_step=batch_size * replicas_per_task, step_times_s=times,
+                                  examples_per_step=batch_size * replicas_per_task, step_times_s=times,
                                   step_start_wall=starts,
                                   extra={"replicas": replicas, "global_batch_size": batch_size * replicas,
                                          "batch_size": batch_size, "placement": {"requested": placement},

@@ -12,18 +12,16 @@ pytestmark = pytest.mark.slow
 def single_device_step(config_dict, initial, shards):
     """The reference: tfbench's own steps on one device over the shards' batches, concatenated."""
     from tfbench.config import RunConfig
-    from tfbench.data.synthetic import batch_for
     from tfbench.framework.tf_import import tf
     from tfbench.loop import steps
-    from tfbench.models import MODELS
 
     config = RunConfig.from_dict(config_dict)
-    model = MODELS[config.model].build(config.num_classes, config.image_size, config.data_format)
+    model = config.workload.build(config)
     optimizer = steps.optimizer(config)
     optimizer.build(model.trainable_variables)
     for variable, value in zip(model.trainable_variables, initial):
         variable.assign(value)
-    batches = [batch_for(config, config.batch_size, int(s)) for s in shards]
+    batches = [config.workload.batch(config, config.batch_size, int(s)) for s in shards]
     images = tf.concat([b[0] for b in batches], axis=0)
     labels = tf.concat([b[1] for b in batches], axis=0)
     for _ in range(config.num_warmup_steps + config.num_steps):

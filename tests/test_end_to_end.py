@@ -29,7 +29,7 @@ def test_default_run_writes_records_events_and_table(clusters):
     (worker,) = task_records(run).values()
     assert (worker["role"], worker["index"], worker["strategy"]) == ("worker", 0, "default")
     assert worker["num_measured_steps"] == 3 and len(worker["step_times_s"]) == 3
-    assert worker["images_per_step"] == 4 and worker["global_batch_size"] == 4
+    assert worker["examples_per_step"] == worker["images_per_step"] == 4 and worker["global_batch_size"] == 4
     assert all(t > 0 for t in worker["step_times_s"])
     assert worker["stats"]["mean_s"] == pytest.approx(sum(worker["step_times_s"]) / 3)
     assert worker["images_per_sec"] == pytest.approx(4 / worker["stats"]["mean_s"])

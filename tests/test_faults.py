@@ -30,9 +30,9 @@ def test_a_killed_parameter_server_worker_is_restarted_and_the_run_completes(log
     assert fault["restarted_wall"] >= fault["wall"] and fault["ready_wall"] > fault["restarted_wall"]
     (recovery,) = record["recovery"]
     assert recovery["time_to_ready_s"] == pytest.approx(fault["ready_wall"] - fault["wall"])
-    assert recovery["images_per_sec_before"] > 0 and recovery["images_per_sec_during"] is not None
+    assert recovery["examples_per_sec_before"] > 0 and recovery["examples_per_sec_during"] is not None
     assert recovery["time_to_first_update_s"] >= recovery["time_to_ready_s"] > 0  # back at work after restart
-    assert recovery["images_per_sec_after"] > 0
+    assert recovery["examples_per_sec_after"] > 0
     assert recovery["closure_results_lost"] >= 0
     assert ("updates_without_result" in recovery) == (mode != "--ps_sync")  # async only
     assert recovery.get("updates_without_result", 0) >= 0

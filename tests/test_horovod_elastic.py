@@ -6,7 +6,6 @@ import os
 import subprocess
 
 import pytest
-from tfrun import cluster_record, run_tiny, scalars, task_records
 
 import tfbench.config as config_lib
 from cluster.faults import recovery
@@ -16,6 +15,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.config.kinds import KINDS
 from tfbench.measure import elastic_steps
 from tfbench.results import records, table
+from tfrun import cluster_record, run_tiny, scalars, task_records
 
 ELASTIC = ("--strategy=horovod", "--num_workers=2", "--horovod_elastic")
 ELASTIC_STEPS = 1000
@@ -71,10 +71,10 @@ def test_each_rank_gets_a_host_and_the_task_follows_the_host(tmp_path):
 def rank_record(index, steps, ranks, start=100.0, step_s=0.1, batch=4, **extra):
     """A rank's task record: steps `steps` (numbers) each `step_s` long, back to back from `start`."""
     starts = [start + k * step_s for k in steps]
-    return dict(kind="task", role="worker", index=index, images_per_step=batch, step_index=list(steps),
+    return dict(kind="task", role="worker", index=index, examples_per_step=batch, step_index=list(steps),
                 step_ranks=list(ranks), step_start_wall=starts, step_times_s=[step_s] * len(starts),
                 num_measured_steps=len(starts), window_start=starts[0], window_end=starts[-1] + step_s,
-                images_per_sec=batch / step_s, shares_cores_with=[], cores=[0], **extra)
+                examples_per_sec=batch / step_s, shares_cores_with=[], cores=[0], **extra)
 
 
 def elastic_run():
@@ -113,8 +113,8 @@ def test_recovery_of_a_killed_elastic_rank():
     assert entry["steps_with_fewer_ranks"] == 3
     assert entry["time_to_first_update_s"] == pytest.approx(101.8 - 100.4)  # step 7, every rank again
     assert entry["time_without_steps_s"] == pytest.approx(1.0)
-    assert entry["images_per_sec_before"] == pytest.approx(4 * 2 * 4 / 0.4)
-    assert entry["images_per_sec_during"] == pytest.approx(4 * 3 / 1.3)
+    assert entry["examples_per_sec_before"] == pytest.approx(4 * 2 * 4 / 0.4)
+    assert entry["examples_per_sec_during"] == pytest.approx(4 * 3 / 1.3)
     assert entry["resets"] == 2
     line = table.recovery_line(entry)
     assert line.startswith("recovery of worker_1 (kill, Horovod elastic): the others went on with 1 rank(s) after 0.1 s")
@@ -140,7 +140,7 @@ def test_a_rank_that_never_rejoins_and_one_killed_before_a_full_step():
     fault = {"task": "worker_1", "kind": "kill", "wall": 99.9}
     (entry,) = recovery.analyse([fault], [alone], num_workers=2)
     assert entry["time_to_continue_s"] == pytest.approx(0.2) and entry["steps_with_fewer_ranks"] == 5
-    assert entry["time_to_first_update_s"] is None and entry["images_per_sec_after"] is None
+    assert entry["time_to_first_update_s"] is None and entry["examples_per_sec_after"] is None
     assert "it had not rejoined when the run ended" in table.recovery_line(entry)
 
 
@@ -157,7 +157,7 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
     (entry,) = record["recovery"]
     assert entry["fewest_ranks"] == 1 and entry["steps_with_fewer_ranks"] > 0 and entry["time_to_continue_s"] > 0
     assert entry["time_to_first_update_s"] > entry["time_to_ready_s"] > 0  # back in a step after joining
-    assert entry["images_per_sec_before"] > 0 and entry["images_per_sec_during"] > 0 and entry["images_per_sec_after"] > 0
+    assert entry["examples_per_sec_before"] > 0 and entry["examples_per_sec_during"] > 0 and entry["examples_per_sec_after"] > 0
     assert 0 < entry["time_without_steps_s"] < entry["time_to_first_update_s"] and entry["resets"] >= 2  # lost, rejoined
     steps = elastic_steps.merged([r for r in records.read(os.path.join(run, "results.jsonl"))])
     assert [s.index for s in steps] == list(range(2, 2 + ELASTIC_STEPS))  # every measured step once, none lost

@@ -16,6 +16,7 @@ ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.tune
 FLOORS = (
     ("tfbench.framework",),
     ("tfbench.models", "tfbench.data"),
+    ("tfbench.workloads",),
     ("tfbench.config",),
     ("tfbench.measure",),
     ("tfbench.results",),

@@ -50,7 +50,7 @@ def test_a_run_that_cannot_fit_is_refused_in_one_line():
 @pytest.mark.slow
 def test_counts_come_from_the_model_graph_and_are_cached(tmp_path, monkeypatch):
     monkeypatch.setenv(memory.CACHE_ENV, str(tmp_path / "cache.json"))
-    counts = memory.counts("tiny", 16, 10)
+    counts = memory.counts(RunConfig(model="tiny", image_size=16, num_classes=10))
     assert counts["params"] == 3 * 3 * 3 * 8 + 8 + (8 + 1) * 10  # conv kernel + bias, dense
     assert counts["variables"] == 4  # conv kernel and bias, dense kernel and bias
     assert counts["largest_floats"] == 16 * 16 * 8  # the convolution's output
@@ -72,8 +72,9 @@ def test_a_cached_entry_without_the_variable_count_is_counted_again(tmp_path, mo
     fresh = dict(old, variables=2)
     calls = []
     monkeypatch.setattr(memory.subprocess, "run", lambda *a, **k: calls.append(a) or _Done(json.dumps(fresh)))
-    assert memory.counts("tiny", 16, 10) == fresh
-    assert memory.counts("tiny", 16, 10) == fresh  # now cached with the new key
+    tiny = RunConfig(model="tiny", image_size=16, num_classes=10)
+    assert memory.counts(tiny) == fresh
+    assert memory.counts(tiny.to_dict()) == fresh  # now cached with the new key; a run's config.json reads alike
     assert len(calls) == 1 and memory._read_cache()["tiny|16px|10 classes|NHWC"] == fresh
 
 
@@ -92,9 +93,10 @@ def test_every_registered_model_stays_under_the_bounds(model):
 
     classes = 1000
     for size in (MODELS[model].min_image_size, 64):
-        counts = memory.count_model(model, size, classes, "NHWC")
-        assert counts["params"] <= memory.BOUND_PARAMS + (memory.BOUND_FEATURES + 1) * classes
-        assert counts["activation_floats"] <= memory.BOUND_FLOATS_PER_PIXEL * size * size, size
+        config = RunConfig(model=model, image_size=size, num_classes=classes)
+        counts, bound = memory.count_model(config), config.workload.memory_bound(config)
+        assert counts["params"] <= bound["params"]
+        assert counts["activation_floats"] <= bound["activation_floats"], size
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 from absl.testing import flagsaver
 
+from tfbench.config import RunConfig
 from tfbench.measure import flops, peaks
 
 NOW = time.time()
@@ -34,13 +35,12 @@ def test_the_peak_says_its_age_and_conditions_where_it_is_used():
 
 def test_the_run_table_prints_the_peak_and_flags_a_fraction_above_one(monkeypatch):
     counts = {"forward": 10 ** 9, "train": 3 * 10 ** 9, "params": 1000}
-    config = type("C", (), {"model": "m", "image_size": 8, "num_classes": 2, "data_format": "NHWC", "mode": "train",
-                            "precision": "fp32", "device": "cpu"})()
-    monkeypatch.setattr(flops, "per_image", lambda *a, **k: counts)  # no TensorFlow count in this test
-    task = {"num_measured_steps": 10, "images_per_step": 32,
+    config = RunConfig(model="tiny", image_size=8, num_classes=2)
+    monkeypatch.setattr(flops, "per_example", lambda *a, **k: counts)  # no TensorFlow count in this test
+    task = {"num_measured_steps": 10, "examples_per_step": 32,
             "flops": flops.task_fields(config, 32, [0.1] * 10, 1, ENTRY)}
     assert task["flops"]["peak_measured"]["conditions"]["other_cpu_cores"] == 0.03
-    summary = flops.cluster_summary({"window_s": 1.0, "window_start": NOW, "images": 320}, [task])
+    summary = flops.cluster_summary({"window_s": 1.0, "window_start": NOW, "examples": 320}, [task])
     line = flops.render(summary, "train")
     assert "= 9.60 of the 100.0 GFLOP/s GEMM peak of the tasks' cores, above 1: the peak is too low" in line
     assert "\nGEMM peak measured " in line and "(4.0 days before this run)" in line

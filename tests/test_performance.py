@@ -113,10 +113,10 @@ COUNTS = {"forward": 4_000_000_000, "train": 12_000_000_000, "params": 25_000_00
 def test_step_flops_and_achieved_fraction():
     assert flops.step_flops(COUNTS, "forward", 8) == 32e9
     assert flops.step_flops(COUNTS, "train", 8) == 96e9 + 50e6  # + SGD: 2 FLOPs per parameter
-    out = flops.achieved(COUNTS, "train", 8, images_per_sec=4.0, peak_flops_per_s=100e9)
+    out = flops.achieved(COUNTS, "train", 8, examples_per_sec=4.0, peak_flops_per_s=100e9)
     assert out["achieved_flops_per_s"] == pytest.approx((96e9 + 50e6) / 2)
     assert out["fraction_of_peak"] == pytest.approx(0.48025)
-    unknown = flops.achieved(COUNTS, "train", 8, images_per_sec=4.0, peak_flops_per_s=None)
+    unknown = flops.achieved(COUNTS, "train", 8, examples_per_sec=4.0, peak_flops_per_s=None)
     assert unknown["fraction_of_peak"] is None and "tools.bench.peak" in unknown["peak_note"]
 
 
@@ -128,6 +128,12 @@ def test_cluster_flops_sum_every_counted_task_over_the_window():
     assert summary["achieved_flops_per_s"] == pytest.approx(2 * 10 * (48e9 + 50e6) / 40.0)
     assert summary["peak_flops_per_s"] == 100e9
     assert "of the 100.0 GFLOP/s GEMM peak" in flops.render(summary, "train")
+    assert "GFLOP/image train" in flops.render(summary, "train")
+    tokens = dict(flops.achieved(COUNTS, "train", 4, 1.0, 50e9, units_per_example=128, unit="tokens"), precision="fp32")
+    assert tokens["train_per_unit"] == COUNTS["train"] / 128 and tokens["train_per_example"] == COUNTS["train"]
+    line = flops.render(flops.cluster_summary({"window_s": 40.0}, [{"flops": tokens, "num_measured_steps": 10}]),
+                        "train")
+    assert f"({COUNTS['train'] / 128 / 1e9:.3g} GFLOP/token train, fp32)" in line
     no_peak = [dict(t, flops=dict(per_task, peak_flops_per_s=None)) for t in tasks[:2]]
     assert "unknown" in flops.render(flops.cluster_summary({"window_s": 40.0}, no_peak), "train")
     assert flops.cluster_summary({"window_s": 1.0}, [{"flops": {"error": "x"}, "num_measured_steps": 1}]) is None

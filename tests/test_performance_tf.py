@@ -10,13 +10,32 @@ from tfrun import task_records
 pytestmark = pytest.mark.slow
 
 
+def layers(build, shape):
+    """A workload of one model on float inputs of `shape` with class labels, as flops counts any."""
+    import dataclasses
+
+    from tfbench.framework.tf_import import tf
+    from tfbench.workloads.images import ImageWorkload
+
+    @dataclasses.dataclass(frozen=True)
+    class Layers(ImageWorkload):
+        def build(self, config):
+            return build()
+
+        def example_spec(self, config):
+            return tf.TensorSpec((1, *shape), tf.float32), tf.TensorSpec((1,), tf.int32)
+
+    return Layers("layers", "hand-counted layers")
+
+
 def test_flops_of_layers_equal_the_hand_count():
+    from tfbench.config import RunConfig
     from tfbench.framework.tf_import import keras
     from tfbench.measure import flops
 
     k, n = 64, 10
-    dense = flops.count_model(lambda: keras.Sequential([keras.Input((k,)), keras.layers.Dense(n, use_bias=False)]),
-                              (k,))
+    dense = flops.count_model(RunConfig(), layers(
+        lambda: keras.Sequential([keras.Input((k,)), keras.layers.Dense(n, use_bias=False)]), (k,)))
     assert dense["forward"] == 2 * k * n  # one [1, K] x [K, N] product
     assert dense["params"] == k * n
     # train = forward + the weight gradient (another 2·K·N) + the loss's few FLOPs per class;
@@ -24,26 +43,28 @@ def test_flops_of_layers_equal_the_hand_count():
     assert 4 * k * n <= dense["train"] < 4 * k * n + 20 * n
 
     h, kh, cin, cout = 16, 3, 3, 8
-    conv = flops.count_model(lambda: keras.Sequential([
+    conv = flops.count_model(RunConfig(), layers(lambda: keras.Sequential([
         keras.Input((h, h, cin)), keras.layers.Conv2D(cout, kh, padding="same", use_bias=False),
-        keras.layers.Flatten()]), (h, h, cin))
+        keras.layers.Flatten()]), (h, h, cin)))
     assert conv["forward"] == 2 * h * h * kh * kh * cin * cout  # per output pixel: kh·kw·Cin·Cout MACs
     # its weight gradient costs as much again; the input gradient is pruned (no variable needs it)
     classes = h * h * cout
     assert 2 * conv["forward"] <= conv["train"] < 2 * conv["forward"] + 20 * classes
 
 
-def test_flops_per_image_of_the_registered_models_are_cached(tmp_path, monkeypatch):
+def test_flops_per_example_of_the_registered_models_are_cached(tmp_path, monkeypatch):
+    from tfbench.config import RunConfig
     from tfbench.measure import flops
 
     monkeypatch.setenv(flops.CACHE_ENV, str(tmp_path / "flops.json"))
-    tiny = flops.per_image("tiny", 16, 10)
+    config = RunConfig(model="tiny", image_size=16, num_classes=10)
+    tiny = flops.per_example(config)
     # conv 3x3x3->8 at 16x16 (2·16·16·27·8), then the 8->10 classifier (2·8·10), plus bias adds
     # and the pooling mean that TensorFlow also counts.
     assert 2 * 16 * 16 * 27 * 8 + 2 * 8 * 10 <= tiny["forward"] < 1.1 * (2 * 16 * 16 * 27 * 8)
     assert 2 * tiny["forward"] < tiny["train"] < 4 * tiny["forward"]
     monkeypatch.setattr(flops, "count_model", lambda *a: pytest.fail("counted again instead of cached"))
-    assert flops.per_image("tiny", 16, 10) == tiny
+    assert flops.per_example(config) == tiny
 
 
 def test_peak_tool_measures_positive_gemm_rates_on_a_small_matrix():

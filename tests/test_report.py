@@ -66,12 +66,13 @@ def test_csv_has_one_row_per_record_with_config_and_efficiency(built):
     assert len(cluster) == 7
     assert len([r for r in rows if r["kind"] == "task"]) == 1 + 1 + 1 + 2 + 1 + (2 + 2)  # ps-w2: + chief_0, ps_0
     w2 = cluster["mwms-w2"]
-    assert float(w2["images_per_sec"]) == pytest.approx(40.0)
+    assert float(w2["rate_per_sec"]) == pytest.approx(40.0) == float(w2["images_per_sec"]) == float(w2["examples_per_sec"])
+    assert w2["unit"] == "images" and w2["tokens_per_sec"] == ""
     assert float(w2["scaling_efficiency"]) == pytest.approx(40.0 / (2 * 36.0))
     assert w2["strategy"] == "multi_worker_mirrored" and w2["num_workers"] == "2" and w2["batch_size"] == "16"
     assert w2["global_batch_size"] == "32" and w2["image_size"] == "64"
     assert float(w2["step_mean_s"]) == pytest.approx(0.8)
-    assert float(w2["images_per_sec_ci95_low"]) < 40.0 < float(w2["images_per_sec_ci95_high"])
+    assert float(w2["rate_per_sec_ci95_low"]) < 40.0 < float(w2["rate_per_sec_ci95_high"])
     assert float(cluster["ps-w2"]["scaling_efficiency"]) == pytest.approx(32.0 / (2 * 80 / 3.0))
     assert float(cluster["mwms-w1"]["scaling_efficiency"]) == pytest.approx(32.0 / 36.0)
     assert cluster["mwms-w1-hard"]["placement"] == "hard"
@@ -100,7 +101,7 @@ def test_repeats_are_combined(built):
     _, _, rep = built
     by_id = {tuple(r.run_id for r in p.runs): p for p in rep.points}
     point = by_id[("mwms-w1", "mwms-w1-again")]
-    assert point.images_per_sec == pytest.approx(36.0)
+    assert point.rate == pytest.approx(36.0) and point.unit == "images"
     assert point.spread == pytest.approx(math.sqrt(32.0))
     # repeats give a between-run interval: over the 2 run means, not the 10 pooled steps
     assert point.stats["count"] == 2 and point.stats["over"] == "run means"
@@ -184,7 +185,7 @@ def test_summary_lists_results_comparison_and_failures(built):
     assert "ps_0 exited with code 1: Resource exhausted" in text
 
 
-@pytest.mark.parametrize("name", ["images_per_sec_vs_workers.png", "scaling_efficiency.png",
+@pytest.mark.parametrize("name", ["throughput_vs_workers.png", "scaling_efficiency.png",
                                   os.path.join("resources", "ps-w2.png")])
 def test_plots_are_png_files(built, name):
     _, out, rep = built
@@ -227,8 +228,8 @@ def test_recovery_and_convergence_sections_come_from_the_cluster_records():
                                "time_to_accuracy_s": 3.0, "updates_to_accuracy": 30, "points": []},
                "faults": [{"task": "worker_1", "applied_at_measured_step": 5}],
                "recovery": [{"task": "worker_1", "kind": "kill", "time_to_ready_s": 4.0, "time_to_first_update_s": 5.0,
-                             "images_per_sec_before": 700.0, "images_per_sec_during": 300.0,
-                             "images_per_sec_after": 650.0, "closure_results_lost": 1, "updates_without_result": 2}]}
+                             "examples_per_sec_before": 700.0, "examples_per_sec_during": 300.0,
+                             "examples_per_sec_after": 650.0, "closure_results_lost": 1, "updates_without_result": 2}]}
     point = Point(config=config, runs=[Run("/x/r", config, cluster, [])])
     (row,) = [line for line in "\n".join(convergence_section.section([point])).splitlines()
               if line.startswith("| PS bounded s=1 ")]

@@ -35,7 +35,7 @@ def test_bytes_per_global_step_and_workers_mean():
 
 
 def test_cluster_record_puts_window_figures_first_and_whole_process_apart():
-    task = records.task_record(run_id="r", role="worker", index=0, images_per_step=8,
+    task = records.task_record(run_id="r", role="worker", index=0, examples_per_step=8,
                                step_times_s=[5.0, 5.0], step_start_wall=[10.0, 15.0])
     series = _samples("worker_0", "worker", [5, 10, 15, 20, 25], [400, 400, 100, 100, 300],
                       [1000, 1000, 1050, 1100, 2000])

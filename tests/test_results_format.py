@@ -26,7 +26,7 @@ FIELDS = documented()
 # results.csv's columns other than the config ones, per format version (sha256 of their names
 # joined by commas). Changing them means a new records.SCHEMA_VERSION, its hash here, and its
 # columns in docs/results.md.
-CSV_COLUMNS = {1: "181814e56cddb6a3c512ebb391b890b2e1d5ec5bdd24c8ae59e1bd10a6b0aae8"}
+CSV_COLUMNS = {1: "181814e56cddb6a3c512ebb391b890b2e1d5ec5bdd24c8ae59e1bd10a6b0aae8", 2: "c0cbb51e8fd91fa2f5d2b9f1bad42f1aadf1cc65f6c8a5b8a0d90c36ff0e2648"}
 T0 = 1_700_000_000.0
 STALENESS = {"updates": 4, "mean": 0.5, "max": 1, "histogram": {"0": 2, "1": 2}}
 CONVERGENCE = {"dataset": "digits", "eval_every": 2, "points": [{"step": 1, "accuracy": 0.5}], "final_accuracy": 0.5,
@@ -39,7 +39,7 @@ def task(role, index, extra=None, steps=4, step_s=0.1):
     starts = [T0 + k * step_s for k in range(steps)]
     facts = {"pid": 100 + index, "host": "localhost", "cores": [index], "shares_cores_with": [], "intra_threads": 1,
              "inter_threads": 1, "num_warmup_steps": 2}
-    return records.task_record(run_id="r", role=role, index=index, images_per_step=8, step_times_s=[step_s] * steps,
+    return records.task_record(run_id="r", role=role, index=index, examples_per_step=8, step_times_s=[step_s] * steps,
                                step_start_wall=starts, extra={**facts, **(extra or {})})
 
 
@@ -98,7 +98,7 @@ def test_a_failed_record_and_a_merged_one_are_documented(tmp_path):
                             {"resources": monitor_summary(["worker_0", "worker_1"]), "launcher": "slurm",
                              "slurm_job_id": "7", "slurm_job_state": "FAILED", "slurm_exit_code": "1:0",
                              "slurm_task_nodes": {"worker_0": "n1"}}, 1.0, StatusLine(io.StringIO()))
-    assert failed.cluster_record["status"] == "failed" and failed.cluster_record["schema_version"] == 1
+    assert failed.cluster_record["status"] == "failed" and failed.cluster_record["schema_version"] == records.SCHEMA_VERSION
     merge.merge(rundir.RunDir(run.path), "kubernetes")
     assert undocumented_in_run(run.path) == []
 

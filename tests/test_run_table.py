@@ -18,11 +18,11 @@ def ps_run():
     for index, offset in ((0, 0.0), (1, 0.004)):
         times = [0.0151, 0.0163, 0.0158]
         starts = [T0 + offset + sum(times[:k]) for k in range(3)]
-        tasks.append(records.task_record(run_id="r", role="worker", index=index, images_per_step=4,
+        tasks.append(records.task_record(run_id="r", role="worker", index=index, examples_per_step=4,
                                          step_times_s=times, step_start_wall=starts, extra={"replicas": 2}))
     rounds = [0.0221, 0.0229, 0.0227]
     tasks.append(records.task_record(
-        run_id="r", role="chief", index=0, images_per_step=8, step_times_s=rounds,
+        run_id="r", role="chief", index=0, examples_per_step=8, step_times_s=rounds,
         step_start_wall=[T0 - 0.01 + sum(rounds[:k]) for k in range(3)],
         extra={"counts_toward_cluster": False, "cluster_steps": True, "step_label": "2 updates", "updates": 6,
                "updates_per_sec_of_rounds": 6 / sum(rounds)}))

@@ -87,7 +87,7 @@ def test_efficiency_has_one_line_per_strategy_in_percent(grid):
 def test_report_writes_the_line_plots(grid, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    assert plots.images_per_sec_vs_workers(grid, str(out / "t.png"))
+    assert plots.throughput_vs_workers(grid, str(out / "t.png"))
     assert plots.scaling_efficiency(grid, str(out / "e.png"))
     assert (out / "t.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -206,6 +206,6 @@ def test_a_report_of_one_worker_count_still_has_its_throughput_plot(tmp_path):
     """`make run` sweeps 2 workers only; CI expects the report to hold a plot."""
     write_grid(tmp_path / "runs", {"multi_worker_mirrored": {2: 0.8}, "parameter_server": {2: 1.0}})
     rep = report.build(str(tmp_path / "runs"), str(tmp_path / "out"))
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["images_per_sec_vs_workers.png"]
-    assert "(images_per_sec_vs_workers.png)" in rep.markdown
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["throughput_vs_workers.png"]
+    assert "(throughput_vs_workers.png)" in rep.markdown
     assert "- Only 2 workers measured: scaling cannot be judged." in rep.markdown

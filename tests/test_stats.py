@@ -25,16 +25,16 @@ def test_single_step_has_no_spread():
     assert s["std_s"] == 0.0 and math.isnan(s["ci95_s"]) and s["jitter_s"] == 0.0
 
 
-def test_images_per_sec_is_images_over_summed_step_times():
-    assert stats.images_per_sec(32, [0.5, 0.5, 1.0]) == pytest.approx(32 * 3 / 2.0)
+def test_examples_per_sec_is_examples_over_summed_step_times():
+    assert stats.examples_per_sec(32, [0.5, 0.5, 1.0]) == pytest.approx(32 * 3 / 2.0)
 
 
 def test_scaling_efficiency():
     assert stats.scaling_efficiency(180.0, 2, 100.0) == pytest.approx(0.9)
 
 
-def _task(role, index, starts, durations, images_per_step=8):
-    return records.task_record(run_id="r", role=role, index=index, images_per_step=images_per_step,
+def _task(role, index, starts, durations, examples_per_step=8):
+    return records.task_record(run_id="r", role=role, index=index, examples_per_step=examples_per_step,
                                step_times_s=durations, step_start_wall=starts)
 
 
@@ -72,7 +72,7 @@ def test_synchronous_cluster_ci_comes_from_one_sample_per_global_step():
 def test_coordinator_series_is_the_cluster_series_of_a_parameter_server_run():
     w0 = _task("worker", 0, [0.0, 2.0], [0.5, 0.5])
     w1 = _task("worker", 1, [0.1, 2.1], [0.6, 0.6])
-    chief = dict(_task("chief", 0, [0.0, 2.0], [1.9, 1.8], images_per_step=16),
+    chief = dict(_task("chief", 0, [0.0, 2.0], [1.9, 1.8], examples_per_step=16),
                  counts_toward_cluster=False, cluster_steps=True, step_definition="global step (coordinator)")
     c = records.cluster_record("r", [w0, w1, chief])
     assert c["step_times_s"] == pytest.approx([1.9, 1.8])

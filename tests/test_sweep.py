@@ -49,7 +49,7 @@ FAKE = textwrap.dedent(f"""
     step = 0.1 * config.batch_size / 16 * (1 + 0.25 * (config.num_workers - 1))
     window = step * config.num_steps
     images = config.batch_size * config.num_steps * config.num_workers
-    lines = [{{"kind": "task", "role": "worker", "index": i, "images_per_step": config.batch_size,
+    lines = [{{"kind": "task", "role": "worker", "index": i, "examples_per_step": config.batch_size,
               "num_measured_steps": config.num_steps, "step_times_s": [step] * config.num_steps,
               "images_per_sec": config.batch_size / step, "window_start": 1000.0, "window_end": 1000.0 + window}}
              for i in range(config.num_workers)]
@@ -120,7 +120,7 @@ def test_a_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path, fake, monkey
     assert failed["status"] == "failed" and failed["returncode"] == 1
     assert failed["reason"] == "tfbench: run failed: worker_1 exited with code 1"
     done = latest["multi_worker_mirrored-w2-b16-train-soft-cpu-tiny-32px-r0"]
-    assert done["status"] == "done" and done["images_per_sec"] == pytest.approx(2 * 16 / 0.125)
+    assert done["status"] == "done" and done["rate"] == pytest.approx(2 * 16 / 0.125) and done["unit"] == "images"
     assert "--num_steps=4" in done["argv"] and "--model=tiny" in done["argv"]
     assert any("FAILED" in line and "worker_1 exited" in line for line in logged)
     spec = json.loads((tmp_path / "sw" / "sweep.json").read_text())

@@ -133,7 +133,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     startup.mark("strategy_ready")
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
-                        images_per_step=config.batch_size * adapter.local_replicas
+                        examples_per_step=config.batch_size * adapter.local_replicas
                         if task.role != "chief" else config.batch_size * adapter.replicas)
     startup.watch(reporter, config.num_warmup_steps)
     profiler = Profiler(config.profiled_steps, run.task_tb(task.name)) if config.profiled_steps else None
@@ -142,13 +142,15 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     finally:
         reporter.close()
     adapter.write_worker_events(run, measurements)
+    workload = config.workload
     for m in measurements:
         extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
         extra.update(performance_fields(run, config, plan, task, m))
         records.append(run.results, records.task_record(
             run_id=run.run_id, role=m.role, index=m.index,
-            images_per_step=m.images_per_step, step_times_s=[t.duration_s for t in m.timings],
-            step_start_wall=[t.start_wall for t in m.timings], extra=extra))
+            examples_per_step=m.examples_per_step, step_times_s=[t.duration_s for t in m.timings],
+            step_start_wall=[t.start_wall for t in m.timings], unit=workload.unit,
+            units_per_example=workload.units_per_example(config), extra=extra))
     dump_weights(adapter, task)
     progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
     return adapter
@@ -176,7 +178,7 @@ def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: 
     peak = run.read_json("environment.json").get("peak") if os.path.exists(run.file("environment.json")) else None
     elastic = m.part(ElasticSteps)  # a Horovod elastic rank that joined late did not start with the launch
     return {"startup": startup.summary(from_launch=not (elastic and elastic.joined_at_step)),
-            "flops": flops.task_fields(config, m.images_per_step, [t.duration_s for t in m.timings],
+            "flops": flops.task_fields(config, m.examples_per_step, [t.duration_s for t in m.timings],
                                        len(cores) or os.cpu_count(), peak)}
 
 

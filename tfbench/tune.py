@@ -88,7 +88,7 @@ def run_point(config: RunConfig, point: Point, points_dir: str) -> dict:
         result["reason"] = last_line(err) or f"exit code {code}"
         return result
     st = cluster["stats"]
-    result.update(status="ok", images_per_sec=cluster["images_per_sec"], step_ms=st["mean_s"] * 1e3,
+    result.update(status="ok", images_per_sec=records.unit_rate(cluster), step_ms=st["mean_s"] * 1e3,
                   ci_share=st["ci95_s"] / st["mean_s"] if st.get("mean_s") else 0.0,
                   communication_ms=((cluster.get("step_breakdown") or {}).get("mean_s") or {}).get("communication", 0)
                   * 1e3)

@@ -1,11 +1,11 @@
 """What a run did about its injected faults (--fault), read off the workers' own step times.
 
 A Horovod elastic rank killed: how soon the others went on without it, how long the cluster ran
-no step, when the rank joined again and images/sec before, while it was out and after
+no step, when the rank joined again and examples/sec before, while it was out and after
 (_rejoined, from the global steps merged by number, tfbench.measure.elastic_steps).
 
 For each killed task that was restarted (a parameter-server worker): the time until it reported
-ready again and until it finished an update again, and the cluster's images/sec before the fault,
+ready again and until it finished an update again, and the cluster's examples/sec before the fault,
 while the task was down (fault to ready) and after, each counted from the updates (or gradient
 pushes) the workers finished in that phase, by their worker-side end times. The coordinator's
 own series cannot show this: asynchronous rounds are queued at once and fetched in order, so a
@@ -23,12 +23,12 @@ from tfbench.measure import elastic_steps
 
 
 def _ends(task_records: Sequence[dict]) -> List[Tuple[float, float, str, int]]:
-    """(start, end, worker, images) of every measured worker step."""
+    """(start, end, worker, examples) of every measured worker step."""
     out = []
     for r in task_records:
         if r.get("kind") == "task" and r.get("role") == "worker":
             for start, duration in zip(r["step_start_wall"], r["step_times_s"]):
-                out.append((start, start + duration, f"worker_{r['index']}", int(r["images_per_step"])))
+                out.append((start, start + duration, f"worker_{r['index']}", int(r["examples_per_step"])))
     return sorted(out, key=lambda s: s[1])
 
 
@@ -67,9 +67,9 @@ def analyse(faults: Sequence[dict], task_records: Sequence[dict], num_workers: O
         back = next((s[1] for s in steps if s[2] == fault["task"] and s[1] > (up or down)), None)
         entry = {"task": fault["task"], "kind": fault["kind"], "time_to_ready_s": fault.get("time_to_ready_s"),
                  "time_to_first_update_s": back - down if back is not None else None,
-                 "images_per_sec_before": _rate(steps, first, min(down, last)),
-                 "images_per_sec_during": _rate(steps, down, up),
-                 "images_per_sec_after": _rate(steps, up, last) if up is not None else None,
+                 "examples_per_sec_before": _rate(steps, first, min(down, last)),
+                 "examples_per_sec_during": _rate(steps, down, up),
+                 "examples_per_sec_after": _rate(steps, up, last) if up is not None else None,
                  "phases": "by worker-side end time: window start to the fault, the fault to the task ready "
                            "again, ready to the window's end",
                  "closure_results_lost": coordinator.get("closure_results_lost")}
@@ -89,9 +89,9 @@ def _rejoined(fault: dict, task_records: Sequence[dict], num_workers: Optional[i
     every rank again, else to the window's end): the others' first step without it, the steps
     and fewest ranks they ran with, the time no step ran beyond the usual gap between steps
     (rolling back, rendezvous, waiting for the restarted rank), the resets, its return and
-    images/sec before, while out and after."""
+    examples/sec before, while out and after."""
     steps = elastic_steps.merged(task_records)
-    ends = [(s.start, s.end, "", s.images) for s in steps]  # _rate's (start, end, worker, images)
+    ends = [(s.start, s.end, "", s.examples) for s in steps]  # _rate's (start, end, worker, examples)
     down = fault["wall"]
     entry = {"task": fault["task"], "kind": fault["kind"], "rejoined_by": "horovodrun's elastic driver",
              "time_to_ready_s": fault.get("time_to_ready_s"),
@@ -114,9 +114,9 @@ def _rejoined(fault: dict, task_records: Sequence[dict], num_workers: Optional[i
         time_without_steps_s=(max(0.0, seq[0].start - down) + sum(max(0.0, b.start - a.end - usual)
                                                                   for a, b in zip(seq, seq[1:]))) if seq else None,
         time_to_first_update_s=back.end - down if back is not None else None,
-        images_per_sec_before=_rate(ends, steps[0].start, down),
-        images_per_sec_during=_rate(ends, down, until),
-        images_per_sec_after=_rate(ends, back.start, steps[-1].end) if back is not None else None,
+        examples_per_sec_before=_rate(ends, steps[0].start, down),
+        examples_per_sec_during=_rate(ends, down, until),
+        examples_per_sec_after=_rate(ends, back.start, steps[-1].end) if back is not None else None,
         resets=max([sum(1 for e in r.get("elastic_resets") or [] if down <= e["wall"] <= (seq[-1].end if seq else down))
                     for r in task_records if r.get("kind") == "task"] or [0]))
     return entry

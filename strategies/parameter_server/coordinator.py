@@ -76,7 +76,6 @@ class ParameterServerAdapter(StrategyAdapter):
 
     # -- set-up -------------------------------------------------------------------------------
     def _dataset(self):
-        from tfbench.data.synthetic import batch_for
         from tfbench.framework.tf_import import tf
 
         config, strategy = self.config, self.strategy
@@ -90,8 +89,9 @@ class ParameterServerAdapter(StrategyAdapter):
 
                 return datasets.train_dataset(config, shard, num_workers, config.batch_size).map(
                     lambda x, y: (x, y, tf.cast(shard, tf.int32)))
+            workload = config.workload
             return (tf.data.Dataset.from_tensors(shard)
-                    .map(lambda s: batch_for(config, config.batch_size, s) + (tf.cast(s, tf.int32),))
+                    .map(lambda s: tuple(workload.batch(config, config.batch_size, s)) + (tf.cast(s, tf.int32),))
                     .cache().repeat())
 
         @tf.function
@@ -216,7 +216,7 @@ class ParameterServerAdapter(StrategyAdapter):
         (their own update or gradient-push times), on the run's shared step axis."""
         from tfbench.tensorboard import timeline
 
-        origin = timeline.origin(run.path)
+        origin, workload = timeline.origin(run.path), self.config.workload
         for m in measurements:
             if m.role != "worker":
                 continue
@@ -225,7 +225,8 @@ class ParameterServerAdapter(StrategyAdapter):
                 for t, value in zip(m.timings, stale):
                     end = t.start_wall + t.duration_s
                     scalars = {"perf/step_time_ms": t.duration_s * 1e3,
-                               "perf/images_per_sec": m.images_per_step / t.duration_s}
+                               f"perf/{workload.unit}_per_sec": workload.per_unit(self.config,
+                                                                                  m.examples_per_step / t.duration_s)}
                     if value is not None:
                         scalars["perf/staleness"] = value
                     events.scalars(scalars, step=timeline.step_ms(origin, end), wall_time=end)

@@ -24,8 +24,9 @@ _DEFAULTS = config_lib.RunConfig()
 # (title, ((kind, name, help), ...)): kind is an absl DEFINE_<kind>; the default is RunConfig's.
 GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("What runs", (
-        ("string", "model", f"Model: {', '.join(OWN_MODELS)}, or a tf_keras.applications model by its snake-case "
-                            f"name ({', '.join(n for n in MODELS if n not in OWN_MODELS)})."),
+        ("string", "model", f"Workload: an image model ({', '.join(OWN_MODELS)}), "
+                            f"or a tf_keras.applications model by its snake-case name "
+                            f"({', '.join(n for n in MODELS if n not in OWN_MODELS)})."),
         ("string", "mode", "train (forward+backward+SGD update) or forward (inference only)."),
         ("integer", "batch_size", "Batch size per replica; global batch = this x replicas."),
         ("integer", "image_size", "Side of the square images the model sees (after cropping)."),

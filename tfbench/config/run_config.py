@@ -86,6 +86,13 @@ class RunConfig:
 
     # ---- derived values -------------------------------------------------------------------
     @property
+    def workload(self):
+        """What --model names (tfbench.workloads): its model, batches, loss and unit."""
+        from tfbench import workloads
+
+        return workloads.of(self.model)
+
+    @property
     def traits(self) -> strategy_traits.Traits:
         """What the strategy is (tfbench.config.strategy_traits); ConfigError for an unknown one."""
         return strategy_traits.of(self.strategy)

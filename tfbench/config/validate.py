@@ -13,6 +13,7 @@ import os
 import re
 from typing import Optional
 
+from tfbench import workloads
 from tfbench.config import feature_rules, knobs, strategy_traits
 from tfbench.config.choices import (
     ALL_REDUCE,
@@ -30,7 +31,6 @@ from tfbench.config.errors import ConfigError
 from tfbench.config.kinds import LAUNCH_FLAGS, Kind, kind_of
 from tfbench.config.run_config import RunConfig
 from tfbench.framework.devices import count_gpus
-from tfbench.models import MODELS
 
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -76,7 +76,7 @@ def validate(config: RunConfig, gpu_count: Optional[int] = None, kind: Optional[
 def _check_ranges(c: RunConfig, kind: Kind) -> None:
     """Each flag's own range and choices."""
     need = _need
-    need(c.model in MODELS, f"--model={c.model!r} is unknown; choose one of {', '.join(sorted(MODELS))}")
+    _check_workload(c)
     _one_of(c.mode, MODES, "mode")
     need(c.batch_size > 0, f"--batch_size must be positive (per replica), got {c.batch_size}")
     need(c.num_steps > 0, f"--num_steps must be positive, got {c.num_steps}")
@@ -84,12 +84,6 @@ def _check_ranges(c: RunConfig, kind: Kind) -> None:
                                   f"step), got {c.num_warmup_steps}")
     need(c.num_classes >= 2, f"--num_classes must be at least 2, got {c.num_classes}")
     need(c.learning_rate > 0, f"--learning_rate must be positive, got {c.learning_rate}")
-    spec = MODELS[c.model]
-    need(c.image_size >= spec.min_image_size,
-         f"--image_size={c.image_size} is too small for {c.model}; it needs at least {spec.min_image_size}")
-    need(c.image_size <= 2048, f"--image_size={c.image_size} is larger than tfbench supports (2048)")
-    need(c.source_image_size == 0 or c.source_image_size >= c.image_size,
-         f"--source_image_size={c.source_image_size} is smaller than --image_size={c.image_size}; images are cropped, not enlarged")
     _one_of(c.data_format, DATA_FORMATS, "data_format")
     need(c.cores_per_worker >= 0, f"--cores_per_worker must be 0 (auto) or more, got {c.cores_per_worker}")
     if _tasks_run_here(c, kind):
@@ -121,6 +115,14 @@ def _check_ranges(c: RunConfig, kind: Kind) -> None:
     need(c.num_ps >= 0, f"--num_ps must be 0 or more, got {c.num_ps}")
     _one_of(c.network, NETWORKS, "network", "local or emulated")
     _one_of(c.launcher, LAUNCHERS, "launcher", "one of " + ", ".join(LAUNCHERS))
+
+
+def _check_workload(c: RunConfig) -> None:
+    """--model names a workload (tfbench.workloads), which checks the flags it reads."""
+    try:
+        workloads.of(c.model).check(c)
+    except workloads.WorkloadError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_strategy(c: RunConfig, traits) -> None:

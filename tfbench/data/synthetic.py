@@ -26,8 +26,3 @@ def synthetic_batch(batch_size: int, image_size: int, source_image_size: int, nu
                                          dtype=tf.int32)
     return tf.identity(images), labels
 
-
-def batch_for(config, batch_size: int, shard=0):
-    """The shard's batch for a RunConfig."""
-    return synthetic_batch(batch_size, config.image_size, config.effective_source_image_size,
-                           config.num_classes, config.data_format, config.seed, shard)

@@ -12,9 +12,11 @@ from tfbench.tensorboard.events import EventWriter
 class Reporter:
     """Where a task reports its steps: progress file (launcher), TensorBoard, console."""
 
-    def __init__(self, run_dir: str, task_name: str, tb_dir: str, config, images_per_step: int):
+    def __init__(self, run_dir: str, task_name: str, tb_dir: str, config, examples_per_step: int):
         self.run_dir, self.task_name, self.config = run_dir, task_name, config
-        self.images_per_step = images_per_step
+        self.examples_per_step = examples_per_step
+        self.workload = config.workload
+        self.rate_tag = f"perf/{self.workload.unit}_per_sec"
         self.events = EventWriter(tb_dir, suffix=".perf")
         self.total = config.total_steps
         self.origin = timeline.origin(run_dir)
@@ -31,14 +33,18 @@ class Reporter:
         if measured:
             end = timing.start_wall + timing.duration_s
             self.events.scalars({"perf/step_time_ms": timing.duration_s * 1e3,
-                                 "perf/images_per_sec": self.images_per_step / timing.duration_s},
+                                 self.rate_tag: self.rate(timing.duration_s)},
                                 step=self.step_axis(end), wall_time=end)
         self.phase("measure" if measured else "warmup", i + 1)
         if (i + 1) % c.display_every == 0 or i + 1 == self.total:
             label = "measured" if measured else "warm-up"
             print(f"{self.task_name}: step {i + 1}/{self.total} ({label}) "
-                  f"{timing.duration_s * 1e3:.1f} ms, {self.images_per_step / timing.duration_s:.1f} images/sec",
+                  f"{timing.duration_s * 1e3:.1f} ms, {self.rate(timing.duration_s):.1f} {self.workload.unit}/sec",
                   flush=True)
+
+    def rate(self, duration_s: float) -> float:
+        """This task's rate over one step, in the workload's unit."""
+        return self.workload.per_unit(self.config, self.examples_per_step / duration_s)
 
     def close(self) -> None:
         self.events.close()

@@ -31,7 +31,6 @@ class Evaluator:
                  pauses_training: bool = True):
         from tfbench.data import datasets
         from tfbench.framework.tf_import import tf
-        from tfbench.loop import steps
 
         self.config, self.pauses_training = config, pauses_training
         _, _, x_test, y_test = datasets.arrays(config.dataset, config.image_size)
@@ -41,7 +40,7 @@ class Evaluator:
         def evaluate():
             with tf.device(device) if device else contextlib.nullcontext():
                 logits = tf.cast(model(images, training=False), tf.float32)
-                loss = tf.reduce_mean(steps.per_example_loss(labels, logits))
+                loss = tf.reduce_mean(config.workload.per_example_loss(labels, logits))
                 correct = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), labels)
                 return loss, tf.reduce_mean(tf.cast(correct, tf.float32))
 

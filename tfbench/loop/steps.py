@@ -12,34 +12,37 @@ from tfbench.framework import precision
 from tfbench.framework.tf_import import keras, tf
 
 
-def per_example_loss(labels, logits):
-    logits = tf.cast(logits, tf.float32)  # mixed precision: the loss is computed in fp32
+def sparse_categorical_loss(labels, logits):
+    """Softmax cross-entropy of class labels, in fp32 (mixed precision computes the loss in fp32)."""
+    logits = tf.cast(logits, tf.float32)
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
-def scaled_loss(model, images, labels, global_batch_size: int):
-    logits = model(images, training=True)
-    return tf.nn.compute_average_loss(per_example_loss(labels, logits), global_batch_size=global_batch_size)
+def scaled_loss(model, features, labels, global_batch_size: int, loss=sparse_categorical_loss):
+    outputs = model(features, training=True)
+    return tf.nn.compute_average_loss(loss(labels, outputs), global_batch_size=global_batch_size)
 
 
-def gradients(model, images, labels, global_batch_size: int, tape_wrapper=None, optimizer=None):
-    """(loss, gradients of the trainable variables); `tape_wrapper` lets Horovod wrap the tape.
-    An fp16 loss-scaling `optimizer` gets its loss scaled and its gradients unscaled here."""
+def gradients(model, features, labels, global_batch_size: int, tape_wrapper=None, optimizer=None,
+              loss=sparse_categorical_loss):
+    """(loss, gradients of the trainable variables); `loss(labels, outputs)` is the workload's loss
+    per example; `tape_wrapper` lets Horovod wrap the tape. An fp16 loss-scaling `optimizer` gets
+    its loss scaled and its gradients unscaled here."""
     with tf.GradientTape() as tape:
-        loss = scaled_loss(model, images, labels, global_batch_size)
+        loss = scaled_loss(model, features, labels, global_batch_size, loss)
         differentiated = precision.scale_loss(optimizer, loss)
     if tape_wrapper is not None:
         tape = tape_wrapper(tape)
     return loss, precision.unscale_gradients(optimizer, tape.gradient(differentiated, model.trainable_variables))
 
 
-def train(model, optimizer, images, labels, global_batch_size: int, tape_wrapper=None):
-    loss, grads = gradients(model, images, labels, global_batch_size, tape_wrapper, optimizer)
+def train(model, optimizer, features, labels, global_batch_size: int, tape_wrapper=None):
+    loss, grads = gradients(model, features, labels, global_batch_size, tape_wrapper, optimizer)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
 
-def shaped(config, model, optimizer, images, labels, global_batch_size: int, *, forward_scale: int = 1,
+def shaped(config, model, optimizer, features, labels, global_batch_size: int, *, forward_scale: int = 1,
            tape_wrapper=None, marks=None, apply: bool = True):
     """One step's work as every strategy runs it, and the wall time its compute ends:
     (value, mark, gradients).
@@ -53,13 +56,14 @@ def shaped(config, model, optimizer, images, labels, global_batch_size: int, *, 
     delays nothing."""
     no_mark = tf.constant(0.0, tf.float64)
     if config.mode == "forward":
-        value = forward(model, images)
+        value = forward(model, features)
         value = value / forward_scale if forward_scale != 1 else tf.identity(value)
         if config.xla:
             return value, no_mark, None
         with tf.control_dependencies([value]):
             return value, tf.timestamp(), None
-    loss, grads = gradients(model, images, labels, global_batch_size, tape_wrapper, optimizer)
+    loss, grads = gradients(model, features, labels, global_batch_size, tape_wrapper, optimizer,
+                            config.workload.per_example_loss)
     if config.xla:
         mark = no_mark
     elif marks is not None:
@@ -72,9 +76,9 @@ def shaped(config, model, optimizer, images, labels, global_batch_size: int, *, 
     return loss, mark, grads
 
 
-def forward(model, images):
+def forward(model, features):
     """Inference only; the reduction makes the host fetch depend on every logit."""
-    return tf.reduce_mean(model(images, training=False))
+    return tf.reduce_mean(model(features, training=False))
 
 
 def optimizer(config):

@@ -4,7 +4,7 @@ In an elastic run ranks leave and join: a killed rank's record is lost with it, 
 joins late records only the steps from its joining on. Each rank therefore records, beside every
 measured step, the step's number (`step_index`) and how many ranks took part (`step_ranks`).
 Global step k runs from the first rank's start to the last rank's end of step k, as in a fixed
-synchronous cluster, and holds `ranks x batch` images; a step that failed when a rank died was
+synchronous cluster, and holds `ranks x batch` examples; a step that failed when a rank died was
 never completed, is not in any record, and its time is in the window, not in a step.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Sequence
 
-DEFINITION = ("global step by step number: first rank's start to last rank's end of step k, images = ranks "
+DEFINITION = ("global step by step number: first rank's start to last rank's end of step k, examples = ranks "
               "in the step x batch per rank (Horovod elastic: the number of ranks changes)")
 
 
@@ -22,7 +22,7 @@ class GlobalStep:
     start: float
     end: float
     ranks: int
-    images: int
+    examples: int
 
     @property
     def duration(self) -> float:
@@ -45,7 +45,7 @@ def merged(task_records: Sequence[dict]) -> List[GlobalStep]:
                 zip(r["step_index"], r["step_start_wall"], r["step_times_s"], r["step_ranks"])}
         for k, (start, duration, ranks) in last.items():
             step = by_index.setdefault(k, {"start": start, "end": start + duration, "ranks": int(ranks),
-                                           "batch": int(r["images_per_step"])})
+                                           "batch": int(r["examples_per_step"])})
             step["start"], step["end"] = min(step["start"], start), max(step["end"], start + duration)
             step["ranks"] = max(step["ranks"], int(ranks))
     return [GlobalStep(k, s["start"], s["end"], s["ranks"], s["ranks"] * s["batch"])

@@ -1,4 +1,4 @@
-"""FLOPs per image of every model, counted from the model's own graph, and the FLOP/s a run
+"""FLOPs per example of every workload, counted from the model's own graph, and the FLOP/s a run
 achieved against the machine's measured peak (tfbench.measure.peaks).
 
 The model is built in a graph of its own (never the run's strategy or variables) and called at
@@ -6,9 +6,11 @@ batch 1; TensorFlow's profiler sums the registered flop statistics of its ops (t
 float_ops: convolutions, matrix products and their gradients count 2 FLOPs per multiply-add;
 element-wise ops that have statistics count too; batch norm and ReLU have none), over the ops
 the outputs need, as TensorFlow prunes a graph before running it. forward is
-model(x, training=False); train is forward + loss + gradients of every trainable variable, per
-image; the SGD update adds 2 FLOPs per parameter per step. Counts are cached per model, image
-size, classes, layout and TensorFlow version, so only a machine's first run pays for the count.
+model(x, training=False); train is forward + the workload's loss + gradients of every trainable
+variable, per example (an embedding lookup is a gather: no FLOPs); the SGD update adds 2 FLOPs per
+parameter per step. Per unit (an image, a token) is per example / units per example. Counts are
+cached per workload key (model, sizes, layout) and TensorFlow version, so only a machine's first run
+pays for the count.
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ def cache_path() -> str:
     return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "tfbench", "flops.json")
 
 
-def _key(model: str, image_size: int, num_classes: int, data_format: str) -> str:
-    return f"{model}|{image_size}px|{num_classes} classes|{data_format}|tf {peaks.tf_version()}"
+def _key(config) -> str:
+    return f"{config.workload.key(config)}|tf {peaks.tf_version()}"
 
 
 def graph_flops(graph, outputs=()) -> int:
@@ -44,11 +46,19 @@ def graph_flops(graph, outputs=()) -> int:
     return int(tf.compat.v1.profiler.profile(graph, options=options).total_float_ops)
 
 
-def count_model(build, input_shape) -> Dict[str, int]:
-    """{'forward', 'train', 'params'}: FLOPs of one image through `build()`'s model; `input_shape`
-    is one image's shape (e.g. (224, 224, 3))."""
+def placeholders(spec):
+    """Graph placeholders shaped like a (nested) tf.TensorSpec structure."""
+    from tfbench.framework.tf_import import tf
+
+    return tf.nest.map_structure(lambda s: tf.compat.v1.placeholder(s.dtype, s.shape), spec)
+
+
+def count_model(config, workload=None) -> Dict[str, int]:
+    """{'forward', 'train', 'params'}: FLOPs of one example of the config's workload (or of
+    `workload`, a tfbench.workloads.Workload) through its model."""
     from tfbench.framework.tf_import import keras, tf
 
+    workload = workload or config.workload
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("float32")
     try:
@@ -56,16 +66,14 @@ def count_model(build, input_shape) -> Dict[str, int]:
         for mode in ("forward", "train"):
             graph = tf.Graph()
             with graph.as_default():
-                model = build()
-                images = tf.compat.v1.placeholder(tf.float32, (1, *input_shape))
+                model = workload.build(config)
+                features, labels = placeholders(workload.example_spec(config))
                 if mode == "forward":
-                    outputs = [model(images, training=False)]
+                    outputs = tf.nest.flatten(model(features, training=False))
                 else:
-                    labels = tf.compat.v1.placeholder(tf.int32, (1,))
-                    logits = tf.cast(model(images, training=True), tf.float32)
-                    loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-                        labels, logits, from_logits=True))
-                    outputs = [g for g in tf.gradients(loss, model.trainable_variables) if g is not None]
+                    loss = tf.reduce_mean(workload.per_example_loss(labels, model(features, training=True)))
+                    outputs = [g.values if isinstance(g, tf.IndexedSlices) else g  # a sparse gradient's rows
+                               for g in tf.gradients(loss, model.trainable_variables) if g is not None]
                     counts["params"] = int(sum(v.shape.num_elements() for v in model.trainable_variables))
                 counts[mode] = graph_flops(graph, outputs)
     finally:
@@ -81,36 +89,32 @@ def _write_cache(key: str, value: dict) -> None:
     json_cache.write(cache_path(), key, value)
 
 
-def per_image(model: str, image_size: int, num_classes: int, data_format: str = "NHWC") -> Dict[str, int]:
-    """{'forward', 'train', 'params'} for a registered model, from the cache or counted now."""
-    key = _key(model, image_size, num_classes, data_format)
+def per_example(config) -> Dict[str, int]:
+    """{'forward', 'train', 'params'} of the config's workload, from the cache or counted now."""
+    key = _key(config)
     cached = _read_cache().get(key)
     if cached:
         return cached
-    from tfbench.models import MODELS
-    from tfbench.models.layout import input_shape
-
-    spec = MODELS[model]
-    counts = count_model(lambda: spec.build(num_classes, image_size, data_format),
-                         input_shape(image_size, data_format))
+    counts = count_model(config)
     _write_cache(key, counts)
     return counts
 
 
-def step_flops(counts: Dict[str, int], mode: str, images_per_step: int) -> int:
-    """FLOPs of one step processing `images_per_step` images (train adds the SGD update)."""
+def step_flops(counts: Dict[str, int], mode: str, examples_per_step: int) -> int:
+    """FLOPs of one step processing `examples_per_step` examples (train adds the SGD update)."""
     if mode == "train":
-        return counts["train"] * images_per_step + 2 * counts["params"]
-    return counts["forward"] * images_per_step
+        return counts["train"] * examples_per_step + 2 * counts["params"]
+    return counts["forward"] * examples_per_step
 
 
-def achieved(counts: Dict[str, int], mode: str, images_per_step: int, images_per_sec: float,
-             peak_flops_per_s: Optional[float]) -> Dict:
-    """What a task record carries: FLOPs per image and step, achieved FLOP/s, fraction of peak."""
-    per_step = step_flops(counts, mode, images_per_step)
-    rate = per_step * images_per_sec / images_per_step if images_per_step else float("nan")
-    out = {"forward_per_image": counts["forward"], "train_per_image": counts["train"],
-           "per_step": per_step, "achieved_flops_per_s": rate}
+def achieved(counts: Dict[str, int], mode: str, examples_per_step: int, examples_per_sec: float,
+             peak_flops_per_s: Optional[float], units_per_example: int = 1, unit: str = "images") -> Dict:
+    """What a task record carries: FLOPs per example, per unit and per step, achieved FLOP/s, fraction of peak."""
+    per_step = step_flops(counts, mode, examples_per_step)
+    rate = per_step * examples_per_sec / examples_per_step if examples_per_step else float("nan")
+    out = {"forward_per_example": counts["forward"], "train_per_example": counts["train"],
+           "unit": unit, "forward_per_unit": counts["forward"] / units_per_example,
+           "train_per_unit": counts["train"] / units_per_example, "per_step": per_step, "achieved_flops_per_s": rate}
     if peak_flops_per_s:
         out["peak_flops_per_s"] = peak_flops_per_s
         out["fraction_of_peak"] = rate / peak_flops_per_s
@@ -120,16 +124,18 @@ def achieved(counts: Dict[str, int], mode: str, images_per_step: int, images_per
     return out
 
 
-def task_fields(config, images_per_step: int, step_times_s, cores: int, peak: Optional[dict]) -> Dict:
+def task_fields(config, examples_per_step: int, step_times_s, cores: int, peak: Optional[dict]) -> Dict:
     """The task record's `flops` entry; a count that fails costs this entry, never the record."""
     try:
-        counts = per_image(config.model, config.image_size, config.num_classes, config.data_format)
+        counts = per_example(config)
     except Exception as e:  # noqa: BLE001 - the measured steps matter more than their FLOPs
         return {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
     total = sum(step_times_s)
-    images_per_sec = images_per_step * len(step_times_s) / total if total > 0 else float("nan")
-    out = achieved(counts, config.mode, images_per_step, images_per_sec,
-                   peaks.peak_flops(peak, config.precision, cores, config.device))
+    examples_per_sec = examples_per_step * len(step_times_s) / total if total > 0 else float("nan")
+    workload = config.workload
+    out = achieved(counts, config.mode, examples_per_step, examples_per_sec,
+                   peaks.peak_flops(peak, config.precision, cores, config.device),
+                   workload.units_per_example(config), workload.unit)
     out.update(precision=config.precision, peak_cores=cores)
     if out.get("peak_flops_per_s"):  # when and under which load the divisor was measured
         out["peak_measured"] = {k: peak[k] for k in PEAK_FACTS if k in peak}
@@ -148,14 +154,14 @@ def cluster_summary(cluster: dict, tasks) -> Optional[Dict]:
         return None
     done = sum(e["per_step"] * t["num_measured_steps"] for e, t in zip(entries, counted))
     if elastic_steps.applies(counted):  # Horovod elastic: a killed rank's steps are in no record of its own
-        done = entries[0]["per_step"] * cluster["images"] / counted[0]["images_per_step"]
+        done = entries[0]["per_step"] * cluster["examples"] / counted[0]["examples_per_step"]
     rate = done / cluster["window_s"]
     peak = sum(e.get("peak_flops_per_s") or 0.0 for e in entries)
     known = all(e.get("peak_flops_per_s") for e in entries)
     return {"achieved_flops_per_s": rate, "peak_flops_per_s": peak if known else None,
             "fraction_of_peak": rate / peak if known and peak else None,
-            "precision": entries[0].get("precision"), "train_per_image": entries[0]["train_per_image"],
-            "forward_per_image": entries[0]["forward_per_image"],
+            "precision": entries[0].get("precision"), "unit": entries[0].get("unit", "images"),
+            "train_per_unit": entries[0]["train_per_unit"], "forward_per_unit": entries[0]["forward_per_unit"],
             "peak_measured": entries[0].get("peak_measured"), "run_started": cluster.get("window_start")}
 
 
@@ -163,8 +169,9 @@ def render(summary: Optional[Dict], mode: str) -> str:
     """The table's FLOP line."""
     if summary is None:
         return "FLOP/s: not counted (see the task records' 'flops' entry)"
-    per_image = summary["train_per_image" if mode == "train" else "forward_per_image"]
-    line = (f"FLOP/s = {summary['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s ({per_image / 1e9:.3g} GFLOP/image "
+    per_unit = summary["train_per_unit" if mode == "train" else "forward_per_unit"]
+    unit = summary["unit"].rstrip("s")  # images -> image, tokens -> token
+    line = (f"FLOP/s = {summary['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s ({per_unit / 1e9:.3g} GFLOP/{unit} "
             f"{mode}, {summary['precision']})")
     if summary["fraction_of_peak"] is None:
         return line + "; fraction of peak unknown: no peak measured (python -m tools.bench.peak)"

@@ -76,13 +76,13 @@ def between_runs(values: Sequence[float]) -> Dict[str, float]:
             "high": mean + half if math.isfinite(half) else float("nan")}
 
 
-def images_per_sec(images_per_step: int, step_times_s: Sequence[float]) -> float:
-    """Task rate: images per step x measured steps / sum of measured step times."""
+def examples_per_sec(examples_per_step: int, step_times_s: Sequence[float]) -> float:
+    """Task rate: examples per step x measured steps / sum of measured step times."""
     total = float(np.sum(step_times_s))
-    return images_per_step * len(step_times_s) / total if total > 0 else float("nan")
+    return examples_per_step * len(step_times_s) / total if total > 0 else float("nan")
 
 
 def scaling_efficiency(rate_n: float, n: int, rate_1: float) -> float:
-    """Cluster images/sec at N / (N x images/sec at 1), same per-replica batch and cores per
+    """Cluster rate at N / (N x the rate at 1), same per-replica batch and cores per
     worker (callers check both: tools.report.aggregate refuses otherwise)."""
     return rate_n / (n * rate_1) if rate_1 > 0 and n > 0 else float("nan")

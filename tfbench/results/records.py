@@ -17,7 +17,7 @@ from tfbench.measure import breakdown, comm, elastic_steps, stats
 RESULTS_FILE = "results.jsonl"
 # The results format's version (docs/results.md): fields may be added within a version; removing,
 # renaming or redefining one (its unit, its meaning) or a column of results.csv increments it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def append(path: str, record: dict) -> None:
@@ -58,22 +58,47 @@ def _jsonable(value):
     return str(value)
 
 
-def task_record(*, run_id: str, role: str, index: int, images_per_step: int,
-                step_times_s: Sequence[float], step_start_wall: Sequence[float],
-                extra: Optional[Dict] = None) -> dict:
+def rate_fields(examples_per_sec: float, unit: str, units_per_example: int) -> dict:
+    """examples_per_sec always; where the unit is not examples, its own rate too (images_per_sec,
+    tokens_per_sec = examples_per_sec x units per example)."""
+    out = {"examples_per_sec": examples_per_sec}
+    if unit != "examples":
+        out[f"{unit}_per_sec"] = examples_per_sec * units_per_example
+    return out
+
+
+def unit_of(record: dict) -> str:
+    """The unit a record's rate counts (schema 1 records counted images)."""
+    return record.get("unit", "images")
+
+
+def unit_rate(record: dict) -> float:
+    """A task's or cluster's rate in its own unit (images/sec, examples/sec, tokens/sec)."""
+    unit = unit_of(record)
+    value = record.get(f"{unit}_per_sec", record.get("examples_per_sec"))
+    return float(value) if value is not None else float("nan")
+
+
+def task_record(*, run_id: str, role: str, index: int, examples_per_step: int,
+                step_times_s: Sequence[float], step_start_wall: Sequence[float], unit: str = "images",
+                units_per_example: int = 1, extra: Optional[Dict] = None) -> dict:
     """The record of one task's measured steps (warm-up steps are never passed in)."""
+    rate = stats.examples_per_sec(examples_per_step, step_times_s)
     record = {
         "kind": "task",
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "role": role,
         "index": index,
-        "images_per_step": images_per_step,
+        "unit": unit,
+        "units_per_example": units_per_example,
+        "examples_per_step": examples_per_step,
+        **({"images_per_step": examples_per_step} if unit == "images" else {}),
         "num_measured_steps": len(step_times_s),
         "step_times_s": [float(t) for t in step_times_s],
         "step_start_wall": [float(t) for t in step_start_wall],
         "stats": stats.step_time_stats(step_times_s),
-        "images_per_sec": stats.images_per_sec(images_per_step, step_times_s),
+        **rate_fields(rate, unit, units_per_example),
         "window_start": float(step_start_wall[0]),
         "window_end": float(step_start_wall[-1] + step_times_s[-1]),
     }
@@ -103,12 +128,12 @@ def window_resources(summary: dict, start: float, end: float, global_steps: int)
 
 
 def measuring_tasks(records: Iterable[dict]) -> List[dict]:
-    """Task records that processed images in the measured window (not the coordinator's own view)."""
+    """Task records that processed examples in the measured window (not the coordinator's own view)."""
     return [r for r in records if r.get("kind") == "task" and r.get("counts_toward_cluster", True)]
 
 
 UPDATES_PER_SEC = ("parameter-server updates applied in the measured window / the measured window's wall time "
-                   "(the window of cluster images/sec)")
+                   "(the window of the cluster's examples/sec)")
 SYNC_GLOBAL_STEP = ("global step: first rank's start to last rank's end of the same step "
                     "(one sample per step, not one per rank)")
 
@@ -166,7 +191,8 @@ def training_dynamics(task_records: Sequence[dict]) -> Dict:
 
 
 def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Dict] = None) -> dict:
-    """Cluster images/sec = all images in the measured window / the window's wall time.
+    """Cluster examples/sec = all examples in the measured window / the window's wall time (and the
+    rate in the workload's unit: images/sec, tokens/sec).
 
     The window runs from the first measured step's start to the last measured step's end,
     across tasks. Step-time statistics come from one sample per global step (cluster_steps).
@@ -177,11 +203,12 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         raise ValueError("no task measured any step")
     start = min(r["window_start"] for r in tasks)
     end = max(r["window_end"] for r in tasks)
-    images = sum(r["images_per_step"] * r["num_measured_steps"] for r in tasks)
+    examples = sum(r["examples_per_step"] * r["num_measured_steps"] for r in tasks)
     steps = elastic_steps.merged(tasks)  # Horovod elastic: a killed rank's steps are in the others' records
     if steps:
         start, end = min(s.start for s in steps), max(s.end for s in steps)
-        images = sum(s.images for s in steps)
+        examples = sum(s.examples for s in steps)
+    unit, per_example = unit_of(tasks[0]), tasks[0].get("units_per_example", 1)
     series, definition, label = cluster_steps(task_records)
     record = {
         "kind": "cluster",
@@ -189,11 +216,14 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         "run_id": run_id,
         "status": "ok",
         "num_tasks": len(tasks),
-        "images": images,
+        "unit": unit,
+        "units_per_example": per_example,
+        "examples": examples,
+        **({"images": examples} if unit == "images" else {}),
         "window_start": start,
         "window_end": end,
         "window_s": end - start,
-        "images_per_sec": images / (end - start) if end > start else float("nan"),
+        **rate_fields(examples / (end - start) if end > start else float("nan"), unit, per_example),
         "step_times_s": [float(t) for t in series],
         "step_definition": definition,
         "step_label": label,
@@ -202,13 +232,13 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         "cores_per_worker": cores_per_worker(task_records),
         "shared_cores": {f"{r['role']}_{r['index']}": r["shares_cores_with"]
                          for r in task_records if r.get("kind") == "task" and r.get("shares_cores_with")},
-        "task_images_per_sec": {f"{r['role']}_{r['index']}": r["images_per_sec"] for r in tasks},
+        "task_examples_per_sec": {f"{r['role']}_{r['index']}": r["examples_per_sec"] for r in tasks},
     }
     communication = comm.of_run(task_records, record["step_breakdown"])
     if communication:
         record["communication"] = communication
     record.update(training_dynamics(task_records))
-    if record.get("updates") is not None:  # the same window as images/sec, so the two rates agree
+    if record.get("updates") is not None:  # the same window as examples/sec, so the two rates agree
         record["updates_per_sec"] = record["updates"] / (end - start) if end > start else float("nan")
         record["updates_per_sec_definition"] = UPDATES_PER_SEC
     record.update(extra or {})

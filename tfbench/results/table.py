@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 
 from tfbench.config import knobs
 from tfbench.measure import breakdown, comm
+from tfbench.results import records
 
 
 def _row(name: str, step: str, rate: float, stats: dict) -> str:
@@ -29,30 +30,30 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     """Per-replica and global batch both appear, as docs/definitions.md asks."""
     first = tasks[0] if tasks else {}
     replicas = first.get("replicas", config.num_workers)
+    workload, unit = config.workload, records.unit_of(cluster)
     lines = [
         f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
         + (f"  ps={config.effective_num_ps} ({config.ps_placement}, {'sync' if config.ps_sync else 'async'})"
            if config.traits.has_ps else "")
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
-        f"image={config.image_size}px  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
+        f"{workload.describe(config)}  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
     ]
     if knobs.knobs_for(config.strategy):
         lines.append(f"knobs: {knobs.describe(config)}")
     lines += [
-        f"{'task':<12} {'step is':<14} {'images/s':>10} {'mean ms':>9} {'median':>9} {'p90':>9} {'std':>8} "
+        f"{'task':<12} {'step is':<14} {unit + '/s':>10} {'mean ms':>9} {'median':>9} {'p90':>9} {'std':>8} "
         f"{'±95%CI':>8} {'jitter':>8}",
     ]
     for t in sorted(tasks, key=lambda r: (r["role"], r["index"])):
         name = f"{t['role']}_{t['index']}" + ("*" if t.get("counts_toward_cluster") is False else "")
-        lines.append(_row(name, t.get("step_label", "own step"), t["images_per_sec"], t["stats"]))
-    lines.append(_row("cluster", cluster.get("step_label", "global step"), cluster["images_per_sec"],
+        lines.append(_row(name, t.get("step_label", "own step"), records.unit_rate(t), t["stats"]))
+    lines.append(_row("cluster", cluster.get("step_label", "global step"), records.unit_rate(cluster),
                       cluster["stats"]))
     lines.append(f"cluster step: {cluster.get('step_definition', 'global step')}; "
                  f"{cluster['stats']['count']} samples")
     window = f"{cluster['window_s']:.4g} s"  # enough digits to check both divisions below
-    lines.append(f"cluster images/sec = {cluster['images']} images / {window} measured window"
-                 f" = {cluster['images_per_sec']:.1f}")
+    lines.append(rate_line(cluster, window))
     split = breakdown.line(cluster.get("step_breakdown"))
     if split:
         lines.append(split)
@@ -100,6 +101,16 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     if fell_back:
         lines.append(f"soft placement ran {', '.join(fell_back)} on CPU: no GPU was visible")
     return "\n".join(lines)
+
+
+def rate_line(cluster: dict, window: str) -> str:
+    """How the cluster's rate was computed, in the workload's unit (examples x units per example)."""
+    unit, per_example, examples = records.unit_of(cluster), cluster.get("units_per_example", 1), cluster["examples"]
+    count = f"{examples} {unit}" if per_example == 1 else f"{examples} examples x {per_example} {unit}"
+    line = f"cluster {unit}/sec = {count} / {window} measured window = {records.unit_rate(cluster):.1f}"
+    if unit != "examples":
+        line += f" ({cluster['examples_per_sec']:.1f} examples/sec)" if per_example != 1 else ""
+    return line
 
 
 def shards_line(tasks: List[dict]) -> Optional[str]:
@@ -162,12 +173,12 @@ def recovery_line(entry: Dict) -> str:
                    f"{fmt('time_to_first_update_s', ' s')}" if entry.get("time_to_ready_s") is not None else
                    "it had not rejoined when the run ended")
                 + f"; no step ran for "
-                f"{fmt('time_without_steps_s', ' s')}; images/sec before {fmt('images_per_sec_before')}, while out "
-                f"{fmt('images_per_sec_during')}, after {fmt('images_per_sec_after')}")
+                f"{fmt('time_without_steps_s', ' s')}; examples/sec before {fmt('examples_per_sec_before')}, while out "
+                f"{fmt('examples_per_sec_during')}, after {fmt('examples_per_sec_after')}")
     text = (f"recovery of {entry['task']} ({entry['kind']}): ready again after {fmt('time_to_ready_s', ' s')}, "
-            f"its first update after {fmt('time_to_first_update_s', ' s')}; images/sec before "
-            f"{fmt('images_per_sec_before')}, while down {fmt('images_per_sec_during')}, after "
-            f"{fmt('images_per_sec_after')}")
+            f"its first update after {fmt('time_to_first_update_s', ' s')}; examples/sec before "
+            f"{fmt('examples_per_sec_before')}, while down {fmt('examples_per_sec_during')}, after "
+            f"{fmt('examples_per_sec_after')}")
     if entry.get("closure_results_lost") is not None:
         text += f"; {entry['closure_results_lost']} closure result(s) lost with the worker"
     if entry.get("updates_without_result") is not None:

@@ -19,7 +19,8 @@ from tfbench.config import RunConfig, knobs
 from tfbench.results.rundir import RunDir
 from tfbench.tensorboard.events import EventWriter
 
-IMAGES_PER_SEC = "hparams/cluster_images_per_sec"
+EXAMPLES_PER_SEC = "hparams/cluster_examples_per_sec"
+UNIT_PER_SEC = "hparams/cluster_{unit}_per_sec"  # images/sec, tokens/sec: the workload's own unit
 # The mean of the cluster's global step (records.cluster_steps: one sample per global step; async
 # PS: a round of N updates), the same figure as the run table's cluster row.
 STEP_TIME_MS = "hparams/mean_step_time_ms"
@@ -53,8 +54,10 @@ def metrics_of(cluster_record: Optional[dict]) -> Dict[str, float]:
     if not succeeded(cluster_record):
         return {}
     mean_s = (cluster_record.get("stats") or {}).get("mean_s")
+    unit = cluster_record.get("unit", "images")
     values = {
-        IMAGES_PER_SEC: cluster_record.get("images_per_sec"),
+        EXAMPLES_PER_SEC: cluster_record.get("examples_per_sec"),
+        UNIT_PER_SEC.format(unit=unit): cluster_record.get(f"{unit}_per_sec"),
         STEP_TIME_MS: mean_s * 1000 if isinstance(mean_s, (int, float)) else None,
     }
     return {tag: float(v) for tag, v in values.items()

@@ -55,8 +55,7 @@ def observations(paths: Sequence[str]) -> Tuple[List[Observation], List[Tuple[st
             raise ConfigError(f"{path}: no such directory")
         for run in find_runs(path):
             config, cluster = run.config, run.cluster or {}
-            counted = memory.counts(config["model"], int(config["image_size"]), int(config["num_classes"]),
-                                    config.get("data_format", "NHWC")) if cluster.get("status") == "ok" else {}
+            counted = memory.counts(config) if cluster.get("status") == "ok" else {}
             obs, why = from_run(run.run_id, config, cluster, 4.0 * counted.get("params", 0))
             if obs is not None and obs.strategy == "parameter_server" and obs.num_ps > 1:
                 placed = placement(config, obs.num_ps)

@@ -26,8 +26,8 @@ from tfbench.framework.precision import PRECISIONS
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
 from tfbench.models import MODELS
-from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction, render, shards, sync_step, terms
 from tfbench.perfmodel.equations import PLACEMENTS, SEPARATE
 from tfbench.perfmodel.links import resolve, runs_text
@@ -302,7 +302,8 @@ def main(argv) -> int:
         return 2
     try:
         counts, facts = request()
-        counted = memory.counts(FLAGS.model, FLAGS.image_size, FLAGS.num_classes)
+        counted = memory.counts(config_lib.RunConfig(model=FLAGS.model, image_size=FLAGS.image_size,
+                                                     num_classes=FLAGS.num_classes))
         variables = (shards.from_records(variables_lib.variables(FLAGS.model, FLAGS.image_size, FLAGS.num_classes))
                      if FLAGS.strategy == "parameter_server" else None)
     except (ConfigError, params_lib.ParamsError) as e:

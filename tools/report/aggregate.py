@@ -51,7 +51,7 @@ def point_key(config: Dict) -> Tuple:
 
 
 def rate_interval(rate: float, step_stats: Optional[Dict]) -> Tuple[float, float]:
-    """The 95% CI of the mean step time carried over to images/sec (rate ∝ 1 / step time).
+    """The 95% CI of the mean step time carried over to the rate (rate ∝ 1 / step time).
 
     The interval is asymmetric: a step-time interval [m - c, m + c] maps to
     [rate·m/(m + c), rate·m/(m - c)].
@@ -78,16 +78,20 @@ class Point:
 
     @property
     def rates(self) -> List[float]:
-        return [r.images_per_sec for r in self.runs]
+        return [r.rate for r in self.runs]
 
     @property
-    def images_per_sec(self) -> float:
-        """Mean of the repeats' cluster images/sec."""
+    def rate(self) -> float:
+        """Mean of the repeats' cluster rates, in the point's unit (images/sec, examples/sec, tokens/sec)."""
         return float(np.mean(self.rates))
 
     @property
+    def unit(self) -> str:
+        return self.runs[0].unit if self.runs else "images"
+
+    @property
     def spread(self) -> float:
-        """Sample standard deviation of the repeats' images/sec (nan with one run)."""
+        """Sample standard deviation of the repeats' rates (nan with one run)."""
         return float(np.std(self.rates, ddof=1)) if len(self.runs) > 1 else float("nan")
 
     @property
@@ -109,12 +113,12 @@ class Point:
 
     @property
     def interval(self) -> Tuple[float, float]:
-        """95% CI of images/sec: between runs (Student t over the repeats' rates) when the
+        """95% CI of the rate: between runs (Student t over the repeats' rates) when the
         point was repeated; else the one run's global-step CI carried over to a rate."""
         if self.between_runs:
             b = stats.between_runs(self.rates)
             return b["low"], b["high"]
-        return rate_interval(self.images_per_sec, self.runs[0].step_stats)
+        return rate_interval(self.rate, self.runs[0].step_stats)
 
     @property
     def cores_per_worker(self) -> Optional[int]:
@@ -164,7 +168,7 @@ def add_scaling_efficiency(points: Sequence[Point]) -> None:
         base = baseline(p, by_key)
         p.efficiency_note = refusal(p, base)
         if not p.efficiency_note:
-            p.efficiency = stats.scaling_efficiency(p.images_per_sec, p.config["scale"], base.images_per_sec)
+            p.efficiency = stats.scaling_efficiency(p.rate, p.config["scale"], base.rate)
 
 
 def run_efficiency(points: Sequence[Point]) -> Dict[str, float]:
@@ -176,7 +180,7 @@ def run_efficiency(points: Sequence[Point]) -> Dict[str, float]:
         refused = refusal(p, base)
         for run in p.runs:
             result[run.path] = (float("nan") if refused else
-                                stats.scaling_efficiency(run.images_per_sec, p.config["scale"], base.images_per_sec))
+                                stats.scaling_efficiency(run.rate, p.config["scale"], base.rate))
     return result
 
 
@@ -190,8 +194,8 @@ class Comparison:
 
     @property
     def ratio(self) -> float:
-        a = self.a.images_per_sec
-        return self.b.images_per_sec / a if a > 0 else float("nan")
+        a = self.a.rate
+        return self.b.rate / a if a > 0 else float("nan")
 
 
 def compare(points: Sequence[Point], column: str, a_value, b_value) -> List[Comparison]:
@@ -214,6 +218,12 @@ def varying(points: Sequence[Point], exclude: Sequence[str] = ()) -> List[str]:
 
 
 _ORDER = {name: i for i, name in enumerate(STRATEGIES)}  # the traits table's order; others last
+
+
+def rate_label(points: Sequence[Point]) -> str:
+    """The rate column's name: '<unit>/sec' when every point counts the same unit (tfbench.workloads)."""
+    units = sorted({p.unit for p in points})
+    return f"{units[0]}/sec" if len(units) == 1 else "rate/sec (" + ", ".join(units) + ")"
 
 
 def order_key(config: Dict):

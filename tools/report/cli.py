@@ -15,14 +15,23 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from tfbench.config import helptext
-from tools.report import (aggregate, convergence_section, network_plots, plots, recovery_section, results_csv,
-                          split_section, summary, traffic_section)
+from tools.report import (
+    aggregate,
+    convergence_section,
+    network_plots,
+    plots,
+    recovery_section,
+    results_csv,
+    split_section,
+    summary,
+    traffic_section,
+)
 from tools.rundirs.runs import Run, find_runs, read_monitor
 from tools.rundirs.sweep_state import FAILED, find_sweep
 
 FLAGS = flags.FLAGS
 COMPARISONS = (("Hard vs soft placement", "placement", "soft", "hard"), ("CPU vs GPU", "device", "cpu", "gpu"))
-POINT_PLOTS = (("images/sec vs workers", "images_per_sec_vs_workers.png", plots.images_per_sec_vs_workers),
+POINT_PLOTS = (("throughput vs workers", "throughput_vs_workers.png", plots.throughput_vs_workers),
                ("seconds per batch vs batch size", "seconds_per_batch.png", plots.seconds_per_batch),
                ("scaling efficiency vs workers", "scaling_efficiency.png", plots.scaling_efficiency),
                ("seconds per batch vs workers, per link", "seconds_per_batch_per_link.png",

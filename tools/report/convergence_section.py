@@ -52,7 +52,7 @@ def row(point: Point) -> List:
     reached = [c for c in conv if c.get("reached")]
     target = next((c.get("target_accuracy") for c in conv if c.get("target_accuracy")), None)
     return [way(point.config), point.config.get("num_workers"), point.config.get("straggler") or "-",
-            fmt(point.images_per_sec, 0), fmt(_mean(_dynamics(point, "updates")), 0),
+            fmt(point.rate, 0), fmt(_mean(_dynamics(point, "updates")), 0),
             fmt(_mean(_dynamics(point, "updates_per_sec")), 1),
             fmt(_mean(s.get("max") for s in stale), 1), fmt(_mean(s.get("mean") for s in stale), 2),
             fmt(_mean(s.get("max") for s in clock), 1), fmt(_mean(idle), 2),

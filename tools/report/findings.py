@@ -17,7 +17,7 @@ from tools.report.aggregate import Point
 
 def findings(points: Sequence[Point]) -> List[Tuple[str, List[str]]]:
     """(panel title, sentences) for every panel of the scaling plots."""
-    points = [p for p in points if _finite(p.images_per_sec)]
+    points = [p for p in points if _finite(p.rate)]
     groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=plot_lines.SCALING_PANELS, primary="strategy")
     return [(g.title, panel_findings(g)) for g in groups]
 
@@ -37,20 +37,20 @@ def panel_findings(panel: plot_lines.Panel) -> List[str]:
 
 
 def fastest(panel: plot_lines.Panel, n) -> str:
-    """Which line has the highest cluster images/sec at scale n, and by how much."""
+    """Which line has the highest cluster rate at scale n, and by how much."""
     ranked = sorted(((line, line.at(n)) for line in panel.lines if line.at(n) is not None),
-                    key=lambda lp: lp[1].images_per_sec, reverse=True)
+                    key=lambda lp: lp[1].rate, reverse=True)
     if len(ranked) < 2:
         return ""
     (best, top), (second, runner) = ranked[0], ranked[1]
     where = f"At {_at(panel, n)}"
     if overlap(top, runner):
-        return (f"{where} {best.label} ({_rate(top)}) and {second.label} ({runner.images_per_sec:.1f}) lie within "
+        return (f"{where} {best.label} ({_rate(top)}) and {second.label} ({runner.rate:.1f}) lie within "
                 f"each other's 95% intervals: neither is clearly fastest.")
-    if runner.images_per_sec > 0 and f"{top.images_per_sec / runner.images_per_sec:.2f}" == "1.00":
-        return f"{where} {best.label} and {second.label} are level ({_rate(top)} and {runner.images_per_sec:.1f})."
-    ratios = ", ".join(f"{top.images_per_sec / p.images_per_sec:.2f}× {line.label}" for line, p in ranked[1:]
-                       if p.images_per_sec > 0)
+    if runner.rate > 0 and f"{top.rate / runner.rate:.2f}" == "1.00":
+        return f"{where} {best.label} and {second.label} are level ({_rate(top)} and {runner.rate:.1f})."
+    ratios = ", ".join(f"{top.rate / p.rate:.2f}× {line.label}" for line, p in ranked[1:]
+                       if p.rate > 0)
     return f"{where} {best.label} is fastest ({_rate(top)}, {ratios})."
 
 
@@ -82,8 +82,8 @@ def stall(line: plot_lines.Line) -> str:
     for cur, nxt in zip(points, points[1:]):
         a, b = cur.config[plot_lines.SCALE], nxt.config[plot_lines.SCALE]
         unit = plot_lines.scale_unit(cur.config)
-        versus = f"({b} {unit}: {nxt.images_per_sec:.1f} vs {_rate(cur)})"
-        if nxt.images_per_sec <= cur.images_per_sec:
+        versus = f"({b} {unit}: {nxt.rate:.1f} vs {_rate(cur)})"
+        if nxt.rate <= cur.rate:
             return (f"{line.label} stops gaining after {a} {plot_lines.scale_unit(cur.config, a)} {versus}"
                     + _regains(line, cur) + ".")
         if overlap(cur, nxt):
@@ -102,21 +102,22 @@ def gains(lines: Sequence[plot_lines.Line]) -> List[str]:
         steps.setdefault(key, []).append(line)
     sentences = []
     for (a, b, unit), members in steps.items():
-        ratios = [(line.label, line.points[-1].images_per_sec / line.points[-2].images_per_sec) for line in members]
+        ratios = [(line.label, line.points[-1].rate / line.points[-2].rate) for line in members]
+        rate = f"{members[0].points[-1].unit}/sec"
         if len(ratios) == 1:
             label, ratio = ratios[0]
-            sentences.append(f"{label} gains at every step up to {b} {unit} ({a} → {b}: {ratio:.2f}× the images/sec).")
+            sentences.append(f"{label} gains at every step up to {b} {unit} ({a} → {b}: {ratio:.2f}× the {rate}).")
         else:
             names = ", ".join(label for label, _ in ratios[:-1]) + f" and {ratios[-1][0]}"
             each = ", ".join(f"{label} {ratio:.2f}×" for label, ratio in ratios)
-            sentences.append(f"{names} gain at every step up to {b} {unit} ({a} → {b}: {each} the images/sec).")
+            sentences.append(f"{names} gain at every step up to {b} {unit} ({a} → {b}: {each} the {rate}).")
     return sentences
 
 
 def _regains(line: plot_lines.Line, stall: Point) -> str:
     """A later point beyond the stall, so that 'stops gaining' never hides a later rise."""
     later = [p for p in line.points if p.config[plot_lines.SCALE] > stall.config[plot_lines.SCALE]
-             and p.images_per_sec > stall.images_per_sec and not overlap(p, stall)]
+             and p.rate > stall.rate and not overlap(p, stall)]
     if not later:
         return ""
     p = later[0]
@@ -149,7 +150,7 @@ def _count(n, configs: Sequence[Dict]) -> str:
 
 
 def _rate(p: Point) -> str:
-    return f"{p.images_per_sec:.1f} images/sec"
+    return f"{p.rate:.1f} {p.unit}/sec"
 
 
 def _finite(value) -> bool:

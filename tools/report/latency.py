@@ -130,9 +130,14 @@ def _compare(by_series, idleness: Dict[str, float], group_key, order, what: str)
             f"it is lower at {wins} of {total} latencies ({'; '.join(examples)})."]
 
 
+def unit_of(by_series) -> str:
+    """The unit the runs' rates count (images for image workloads)."""
+    return next((r.unit for pts in by_series.values() for _, r in pts), "images")
+
+
 def table(by_series) -> str:
-    head = ("| series | latency ms | measured RTT ms | images/sec | idleness (1 - compute at the least / step) | "
-            "idleness (1 - recorded compute / step) | no closure running | step split ms (compute + communication + "
+    head = (f"| series | latency ms | measured RTT ms | {unit_of(by_series)}/sec | idleness (1 - compute at the least "
+            "/ step) | idleness (1 - recorded compute / step) | no closure running | step split ms (compute + communication + "
             "waiting, as recorded) |")
     lines, idleness = [head, "|" + "---|" * 8], idleness_of(by_series)
     for s, pts in by_series.items():
@@ -141,7 +146,7 @@ def table(by_series) -> str:
             rtt = ((r.cluster or {}).get("link") or {}).get("rtt_ms")
             idle, ci, wi = idleness.get(r.path), compute_idleness(r), closure_idleness(r)
             parts = " + ".join(f"{split.get(p, 0) * 1e3:.0f}" for p in ("compute", "communication", "waiting"))
-            lines.append(f"| {label(s)} | {lat:g} | {rtt if rtt is not None else '-'} | {r.images_per_sec:.1f} | "
+            lines.append(f"| {label(s)} | {lat:g} | {rtt if rtt is not None else '-'} | {r.rate:.1f} | "
                          f"{'-' if idle is None else f'{idle:.1%}'} | {'-' if ci is None else f'{ci:.0%}'} | "
                          f"{'-' if wi is None else f'{wi:.0%}'} | {parts} |")
     return "\n".join(lines)
@@ -184,11 +189,12 @@ def main(argv: List[str]) -> int:
     idleness = idleness_of(by_series)
     plot(by_series, lambda r: idleness.get(r.path), "worker idleness (1 - compute of a batch / step)",
          os.path.join(out, "idleness_vs_latency.png"))
-    plot(by_series, lambda r: r.images_per_sec, "images/sec", os.path.join(out, "images_per_sec_vs_latency.png"))
-    text = "\n".join(["# Worker idleness and images/sec against link latency", "", NOTE, "", table(by_series), "",
+    unit = unit_of(by_series)
+    plot(by_series, lambda r: r.rate, f"{unit}/sec", os.path.join(out, f"{unit}_per_sec_vs_latency.png"))
+    text = "\n".join([f"# Worker idleness and {unit}/sec against link latency", "", NOTE, "", table(by_series), "",
                       "## The studies' direction", ""] + direction(by_series) +
                      ["", "![idleness vs latency](idleness_vs_latency.png)",
-                      "![images/sec vs latency](images_per_sec_vs_latency.png)", ""])
+                      f"![{unit}/sec vs latency]({unit}_per_sec_vs_latency.png)", ""])
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text)
     print(text)

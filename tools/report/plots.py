@@ -23,7 +23,7 @@ from matplotlib.ticker import LogFormatter, NullFormatter, PercentFormatter  # n
 
 from tfbench.config import STRATEGIES, strategy_traits  # noqa: E402
 from tools.report import plot_lines  # noqa: E402
-from tools.report.aggregate import Point  # noqa: E402
+from tools.report.aggregate import Point, rate_label  # noqa: E402
 from tools.rundirs.runs import Run  # noqa: E402
 
 ROLES = ("chief", "worker", "ps", "evaluator")
@@ -34,7 +34,7 @@ _CI_NOTE = "error bars: 95% CI across repeats"
 _NO_CI_NOTE = "one run per point: no error bars"
 
 
-def images_per_sec_vs_workers(points: Sequence[Point], path: str) -> bool:
+def throughput_vs_workers(points: Sequence[Point], path: str) -> bool:
     return save(throughput_figure(points), path)
 
 
@@ -47,17 +47,17 @@ def seconds_per_batch(points: Sequence[Point], path: str) -> bool:
 
 
 def throughput_figure(points: Sequence[Point]) -> Optional[Figure]:
-    """Cluster images/sec against workers, one line per strategy (and per other differing axis),
+    """Cluster rate (in the workload's unit) against workers, one line per strategy (and per other differing axis),
     dashed: ideal scaling from the line's own 1-worker rate; error bars from repeats."""
-    points = [p for p in points if _finite(p.images_per_sec)]
+    points = [p for p in points if _finite(p.rate)]
     groups = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=plot_lines.SCALING_PANELS, primary="strategy")
     bars = _CI_NOTE if any(len(p.runs) > 1 for p in points) else _NO_CI_NOTE
     if points and not any(len(line.points) > 1 for g in groups for line in g.lines):
         return _bar_figure(groups, title=f"Cluster throughput at one worker count: no scaling curve\n({bars})",
-                           ylabel="cluster images/sec", y=lambda p: p.images_per_sec, yerr=_repeat_error)
+                           ylabel=f"cluster {rate_label(points)}", y=lambda p: p.rate, yerr=_repeat_error)
     return line_figure(groups, title=f"Cluster throughput vs workers (dashed: ideal scaling; {bars})",
-                   xlabel=_workers_axis(points), ylabel="cluster images/sec",
-                   y=lambda p: p.images_per_sec, yerr=_repeat_error, ideal=True)
+                   xlabel=_workers_axis(points), ylabel=f"cluster {rate_label(points)}",
+                   y=lambda p: p.rate, yerr=_repeat_error, ideal=True)
 
 
 def efficiency_figure(points: Sequence[Point]) -> Optional[Figure]:
@@ -77,8 +77,9 @@ def step_time_figure(points: Sequence[Point]) -> Optional[Figure]:
     points = [p for p in points if _finite((p.stats or {}).get("mean_s"))]
     groups = plot_lines.panels(points, x="batch_size", panel_keys=("mode", plot_lines.SCALE), primary="strategy")
     mirrored = "; mirrored: local devices count as workers" if _has_mirrored(points) else ""
+    batch = "images" if {p.unit for p in points} == {"images"} else "examples"  # a batch counts examples
     return line_figure(groups, title=f"Step time vs batch size (error bars: step-time 95% CI{mirrored})",
-                   xlabel="batch per replica (images)", ylabel="mean global step time (s)",
+                   xlabel=f"batch per replica ({batch})", ylabel="mean global step time (s)",
                    y=lambda p: p.stats["mean_s"], yerr=step_error)
 
 
@@ -206,7 +207,7 @@ def _repeat_error(p: Point) -> Tuple[float, float]:
     if len(p.runs) < 2:
         return 0.0, 0.0
     low, high = p.interval
-    return p.images_per_sec - low, high - p.images_per_sec
+    return p.rate - low, high - p.rate
 
 
 def step_error(p: Point) -> Tuple[float, float]:

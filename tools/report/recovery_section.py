@@ -1,6 +1,6 @@
 """The report's recovery table: for every run with an injected fault (--fault) that the run
 recovered from, how long the task took to serve and to update again and the cluster's
-images/sec before the fault, while the task was down and after (cluster.faults.recovery)."""
+examples/sec before the fault, while the task was down and after (cluster.faults.recovery)."""
 from __future__ import annotations
 
 from typing import List, Sequence
@@ -10,7 +10,7 @@ from tools.report.convergence_section import way
 from tools.report.summary import fmt, table
 
 HEADERS = ["run", "training", "workers", "fault", "others went on s", "ready again s",
-           "first update s (restart: measuring again)", "no step ran s", "images/sec before",
+           "first update s (restart: measuring again)", "no step ran s", "examples/sec before",
            "while down", "after", "results lost", "updates without result"]
 
 
@@ -27,8 +27,8 @@ def section(points: Sequence[Point]) -> List[str]:
                              fmt(entry.get("time_to_continue_s"), 1), fmt(entry.get("time_to_ready_s"), 1),
                              fmt(entry.get("time_to_first_update_s", entry.get("time_to_resume_s")), 1),
                              fmt(entry.get("time_without_steps_s"), 1),
-                             fmt(entry.get("images_per_sec_before"), 0), fmt(entry.get("images_per_sec_during"), 0),
-                             fmt(entry.get("images_per_sec_after"), 0), entry.get("closure_results_lost", "–"),
+                             fmt(entry.get("examples_per_sec_before"), 0), fmt(entry.get("examples_per_sec_during"), 0),
+                             fmt(entry.get("examples_per_sec_after"), 0), entry.get("closure_results_lost", "–"),
                              entry.get("updates_without_result", "–")])
     if not rows:
         return []

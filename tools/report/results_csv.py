@@ -15,6 +15,7 @@ from typing import Dict, List, Sequence
 
 import tfbench.config as config_lib
 from tfbench.measure.breakdown import PARTS
+from tfbench.results import records
 from tfbench.results.records import SCHEMA_VERSION
 from tools.report.aggregate import rate_interval
 from tools.rundirs.runs import Run
@@ -22,8 +23,11 @@ from tools.rundirs.runs import Run
 LEAD = ("schema_version", "run_id", "run_dir", "kind", "status", "task", "role", "index", "failed_task", "reason")
 CONFIG = tuple(f.name for f in dataclasses.fields(config_lib.RunConfig))
 STAT_NAMES = ("count", "mean_s", "median_s", "p90_s", "std_s", "ci95_s", "jitter_s", "min_s", "max_s")
-METRICS = ("global_batch_size", "images_per_sec", "images_per_sec_ci95_low", "images_per_sec_ci95_high",
-           "scaling_efficiency", "images", "window_s", "num_measured_steps") + tuple(f"step_{s}" for s in STAT_NAMES)
+# rate_per_sec: in the row's unit (images, examples or tokens: tfbench.workloads), with its 95% CI;
+# examples_per_sec always, images_per_sec and tokens_per_sec where they are the unit.
+METRICS = ("global_batch_size", "unit", "rate_per_sec", "rate_per_sec_ci95_low", "rate_per_sec_ci95_high",
+           "examples_per_sec", "images_per_sec", "tokens_per_sec", "scaling_efficiency", "examples", "window_s",
+           "num_measured_steps") + tuple(f"step_{s}" for s in STAT_NAMES)
 SPLIT_PARTS = PARTS + ("pull", "push")  # pull and push: a parameter server's communication, split
 SPLIT = tuple(f"split_{part}_ms" for part in SPLIT_PARTS) + ("split_source",)
 # Record fields copied as they are (dotted: a field of a nested object).
@@ -61,9 +65,13 @@ def _base(run: Run, root: str, kind: str) -> Dict:
     return row
 
 
-def _metrics(row: Dict, rate: float, step_stats: Dict) -> None:
-    row["images_per_sec"] = rate
-    row["images_per_sec_ci95_low"], row["images_per_sec_ci95_high"] = rate_interval(rate, step_stats)
+def _metrics(row: Dict, record: Dict, step_stats: Dict) -> None:
+    rate = records.unit_rate(record)
+    row["unit"] = records.unit_of(record)
+    row["rate_per_sec"] = rate
+    row["rate_per_sec_ci95_low"], row["rate_per_sec_ci95_high"] = rate_interval(rate, step_stats)
+    for key in ("examples_per_sec", "images_per_sec", "tokens_per_sec"):
+        row[key] = record.get(key)
     for name in STAT_NAMES:
         row[f"step_{name}"] = (step_stats or {}).get(name)
 
@@ -72,12 +80,12 @@ def _cluster_row(run: Run, efficiency: float, root: str) -> Dict:
     row = _base(run, root, "cluster")
     row.update(status=run.status, failed_task=run.failed_task, reason=run.reason if not run.ok else "")
     if run.ok:
-        _metrics(row, run.images_per_sec, run.step_stats)
+        _metrics(row, run.cluster, run.step_stats)
         row["global_batch_size"] = run.global_batch
         row["scaling_efficiency"] = efficiency
     cluster = run.cluster or {}
-    for key in ("images", "window_s"):
-        row[key] = cluster.get(key)
+    for key in ("examples", "window_s"):
+        row[key] = cluster.get(key, cluster.get("images") if key == "examples" else None)
     split = cluster.get("step_breakdown") or {}
     mean = split.get("mean_s") or {}
     for part in SPLIT_PARTS:  # mean per global step, as in summary.md
@@ -95,7 +103,7 @@ def _task_row(run: Run, task: Dict, resources: Dict, root: str) -> Dict:
     name = f"{task.get('role')}_{task.get('index')}"
     row.update(status=run.status, task=name, role=task.get("role"), index=task.get("index"),
                global_batch_size=task.get("global_batch_size"), num_measured_steps=task.get("num_measured_steps"))
-    _metrics(row, task.get("images_per_sec", float("nan")), task.get("stats"))
+    _metrics(row, task, task.get("stats"))
     _copy(row, task)
     figures = task.get("resources") or resources.get(name) or {}
     row.update({f"resources.{k}": figures.get(k) for k in RESOURCES})

@@ -6,7 +6,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfbench.config import knobs
-from tools.report.aggregate import Comparison, Point, order_key, varying
+from tools.report.aggregate import Comparison, Point, order_key, rate_label, varying
 from tools.report.findings import findings
 
 # (config key, header) of the columns every results table has.
@@ -17,11 +17,12 @@ SETTINGS = (("mode", "mode"), ("placement", "placement"), ("device", "device"))
 _HEADLINE = ("model", "image_size", "num_warmup_steps", "num_steps")
 
 DEFINITIONS = (
-    "images/sec: all images of the measured window ÷ its wall time (mean over repeats; spread: their "
+    "images/sec (examples/sec, tokens/sec: the workload's unit): all of them in the measured window ÷ its wall "
+    "time (mean over repeats; spread: their "
     "standard deviation). Global step ms: mean ± 95% CI over one sample per global step of the cluster "
     "(synchronous: first rank's start to last rank's end; sync PS: the coordinator's global step; async PS: "
     "a round of N updates), across run means when a point was repeated; jitter: 1.4826 × median absolute "
-    "deviation. Scaling efficiency: images/sec at N workers ÷ (N × images/sec at 1 worker) with the same "
+    "deviation. Scaling efficiency: the rate at N workers ÷ (N × the rate at 1 worker) with the same "
     "strategy, per-replica batch, cores per worker, mode, placement and device (– when cores per worker "
     "differ). Mirrored runs are one task: their workers column counts its local devices (replicas).")
 
@@ -112,14 +113,14 @@ def results_table(points: Sequence[Point]) -> str:
     with_knobs = any(knobs_cell(p.config) != "default" for p in points)
     headers = ([h for _, h in STANDARD] + ["global batch"] + [h for _, h in SETTINGS] + extra +
                (["knobs"] if with_knobs else []) +
-               ["images/sec", "runs", "spread", "global step ms (mean ± 95% CI)", "jitter ms", "scaling eff."])
+               [rate_label(points), "runs", "spread", "global step ms (mean ± 95% CI)", "jitter ms", "scaling eff."])
     rows = []
     for p in sorted(points, key=lambda p: order_key(p.config)):
         s = p.stats or {}
         rows.append([p.config.get(k) for k, _ in STANDARD] + [p.global_batch] +
                     [p.config.get(k) for k, _ in SETTINGS] + [p.config.get(k) for k in extra] +
                     ([knobs_cell(p.config)] if with_knobs else []) +
-                    [fmt(p.images_per_sec, 1), len(p.runs), fmt(p.spread, 1),
+                    [fmt(p.rate, 1), len(p.runs), fmt(p.spread, 1),
                      f"{fmt(ms(s.get('mean_s')), 1)} ± {fmt(ms(s.get('ci95_s')), 1)}",
                      fmt(ms(s.get("jitter_s")), 1), percent(p.efficiency)])
     return table(headers, rows)
@@ -132,9 +133,9 @@ def comparison_table(pairs: Sequence[Comparison]) -> str:
     shown = [k for k, _ in STANDARD + SETTINGS if k != column]
     extra = _extra_keys(points, shown + [column])
     headers = ([h for k, h in STANDARD + SETTINGS if k != column] + extra +
-               [f"{a_value} images/sec", f"{b_value} images/sec", f"{b_value} / {a_value}"])
+               [f"{a_value} {rate_label(points)}", f"{b_value} {rate_label(points)}", f"{b_value} / {a_value}"])
     rows = [[c.a.config.get(k) for k in shown] + [c.a.config.get(k) for k in extra] +
-            [fmt(c.a.images_per_sec, 1), fmt(c.b.images_per_sec, 1), fmt(c.ratio, 2)]
+            [fmt(c.a.rate, 1), fmt(c.b.rate, 1), fmt(c.ratio, 2)]
             for c in sorted(pairs, key=lambda c: order_key(c.a.config))]
     return table(headers, rows)
 

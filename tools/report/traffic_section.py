@@ -29,11 +29,11 @@ HEADERS = ["strategy", "workers", "hosts", f"reference ({W})", f"local emulated 
 
 def w_bytes(config: Dict) -> Optional[float]:
     """|w| in bytes: 4 per trainable parameter of the run's model (fp32 variables)."""
+    from tfbench.config import RunConfig
     from tfbench.measure import flops
 
     try:
-        counts = flops.per_image(config["model"], config["image_size"], config["num_classes"],
-                                 config.get("data_format", "NHWC"))
+        counts = flops.per_example(RunConfig.from_dict(config))
     except Exception:  # noqa: BLE001 - a model that cannot be counted costs its rows, not the report
         return None
     return 4.0 * counts["params"]

@@ -62,8 +62,14 @@ class Run:
         return str((self.cluster or {}).get("failed_task", ""))
 
     @property
-    def images_per_sec(self) -> float:
-        return float(self.cluster["images_per_sec"]) if self.ok else float("nan")
+    def unit(self) -> str:
+        """What the run's rate counts: images, examples or tokens (tfbench.workloads)."""
+        return records.unit_of(self.cluster or (self.measuring_tasks or [{}])[0])
+
+    @property
+    def rate(self) -> float:
+        """The cluster's rate in the run's unit (images/sec, examples/sec, tokens/sec)."""
+        return records.unit_rate(self.cluster) if self.ok else float("nan")
 
     @property
     def measuring_tasks(self) -> List[Dict]:
@@ -97,13 +103,13 @@ class Run:
 
     @property
     def global_batch(self) -> Optional[int]:
-        """Images per global step: the records' own figure, else the measuring tasks' sum."""
+        """Examples per global step: the records' own figure, else the measuring tasks' sum."""
         if self.cluster and self.cluster.get("global_batch_size"):
             return int(self.cluster["global_batch_size"])
         sizes = [r["global_batch_size"] for r in self.measuring_tasks if r.get("global_batch_size")]
         if sizes:
             return int(max(sizes))
-        per_step = [r.get("images_per_step", 0) for r in self.measuring_tasks]
+        per_step = [r.get("examples_per_step", r.get("images_per_step", 0)) for r in self.measuring_tasks]
         return int(sum(per_step)) if per_step else None
 
     @property

@@ -26,9 +26,9 @@ from cluster.child_run import last_line, run_command
 from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 from tools.report import cli as report
-from tools.sweep import grid as grid_lib
 from tools.rundirs.runs import load_run
 from tools.rundirs.sweep_state import DONE, FAILED, SweepDir
+from tools.sweep import grid as grid_lib
 
 FLAGS = flags.FLAGS
 PROG = "tools.sweep"
@@ -73,7 +73,7 @@ def run_sweep(sweep_dir: str, grid: grid_lib.Grid, command: Sequence[str] = DEFA
         sweep.record(attempt)
         if attempt["status"] == DONE:
             done += 1
-            log(f"{prefix}: done in {attempt['elapsed_s']:.0f} s, {attempt['images_per_sec']:.1f} images/sec")
+            log(f"{prefix}: done in {attempt['elapsed_s']:.0f} s, {attempt['rate']:.1f} {attempt['unit']}/sec")
         else:
             failed += 1
             log(f"{prefix}: FAILED in {attempt['elapsed_s']:.0f} s: {attempt['reason']}")
@@ -93,28 +93,28 @@ def run_point(sweep: SweepDir, point: grid_lib.Point, grid: grid_lib.Grid, comma
     start = time.time()
     returncode = run_command(argv, stdout_path, stderr_path, limit)
     elapsed = time.time() - start
-    status, reason, rate = _outcome(returncode, os.path.join(sweep.runs_dir, run_id), stderr_path, limit)
+    status, reason, rate, unit = _outcome(returncode, os.path.join(sweep.runs_dir, run_id), stderr_path, limit)
     attempt = {"point_id": point.id, "run_id": run_id, "status": status, "reason": reason,
                "returncode": returncode, "elapsed_s": round(elapsed, 3), "finished_at": time.time(),
                "values": {k: list(v) if isinstance(v, tuple) else v for k, v in {**point.values, **point.knobs}.items()},
                "repeat": point.repeat, "argv": argv}
     if rate is not None:
-        attempt["images_per_sec"] = rate
+        attempt.update(rate=rate, unit=unit)  # the cluster's rate in the workload's unit
     return attempt
 
 
 def _outcome(returncode: Optional[int], run_dir: str, stderr_path: str,
-             limit: Optional[float]) -> Tuple[str, str, Optional[float]]:
-    """(status, reason, images/sec): done needs exit code 0 and an ok cluster record."""
+             limit: Optional[float]) -> Tuple[str, str, Optional[float], str]:
+    """(status, reason, rate, its unit): done needs exit code 0 and an ok cluster record."""
     last = last_line(stderr_path)
     if returncode is None:
-        return FAILED, f"timed out after {limit:g} s" + (f"; last output: {last}" if last else ""), None
+        return FAILED, f"timed out after {limit:g} s" + (f"; last output: {last}" if last else ""), None, ""
     if returncode != 0:
-        return FAILED, last or f"exit code {returncode}", None
+        return FAILED, last or f"exit code {returncode}", None, ""
     run = load_run(run_dir) if os.path.exists(os.path.join(run_dir, "results.jsonl")) else None
     if run is None or not run.ok:
-        return FAILED, "exit code 0 but no ok cluster record in results.jsonl", None
-    return DONE, "", run.images_per_sec
+        return FAILED, "exit code 0 but no ok cluster record in results.jsonl", None, ""
+    return DONE, "", run.rate, run.unit
 
 
 # ---- command line ----------------------------------------------------------------------------

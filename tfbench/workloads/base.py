@@ -1,0 +1,87 @@
+"""What every workload says of itself: what a step consumes, the unit it counts, its loss, how its
+model and its synthetic batches are built, and the figures its memory and FLOP counts need.
+
+A workload is the job a benchmark runs (an image model, a recommender, a transformer, the user's
+own model). Strategies never look inside one: they build its model, feed it its batches and
+differentiate its loss, so that every strategy runs every workload; records, tables, reports and
+the performance model count in its unit (docs/definitions.md, "Units").
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Dict, Optional, Tuple
+
+UNITS = ("images", "examples", "tokens")  # what a workload's throughput counts
+
+
+class WorkloadError(ValueError):
+    """A flag this workload cannot run with (validation reports it as one line, exit code 2)."""
+
+
+def need(ok: bool, message: str) -> None:
+    if not ok:
+        raise WorkloadError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload(abc.ABC):
+    """Base of every workload; its subclasses fill in what differs."""
+
+    name: str
+    description: str
+    unit: str = "examples"  # one of UNITS
+    inputs: str = "examples"  # what one example is, as the table and the docs say it
+
+    # ---- what a run's config asks of it --------------------------------------------------
+    def check(self, config) -> None:
+        """Raises WorkloadError (one line) for flags this workload cannot run with."""
+
+    def units_per_example(self, config) -> int:
+        """Units counted per example (a sequence of 128 tokens: 128)."""
+        return 1
+
+    def per_unit(self, config, examples_per_sec: float) -> float:
+        """A rate of examples in this workload's unit (images/sec, tokens/sec)."""
+        return examples_per_sec * self.units_per_example(config)
+
+    def describe(self, config) -> str:
+        """The run table's words for what one example is (e.g. 'image=112px')."""
+        return self.inputs
+
+    def key(self, config) -> str:
+        """What determines the model's graph, for the FLOP and memory caches."""
+        return self.name
+
+    def record(self, config) -> Dict:
+        """What the records say of the workload beyond its name and unit (sizes, presets, origin)."""
+        return {}
+
+    # ---- TensorFlow (called inside a task, or in a child process that counts) ------------
+    @abc.abstractmethod
+    def build(self, config):
+        """The tf_keras model whose outputs the loss reads."""
+
+    @abc.abstractmethod
+    def batch(self, config, batch_size: int, shard=0) -> Tuple:
+        """(features, labels): one shard's synthetic batch, made before timing, the same for a
+        shard whatever the strategy (so a distributed step equals a single-device step)."""
+
+    @abc.abstractmethod
+    def example_spec(self, config) -> Tuple:
+        """(features, labels) as tf.TensorSpec structures of one example (batch 1), for counting."""
+
+    @abc.abstractmethod
+    def per_example_loss(self, labels, outputs):
+        """One loss per example, in fp32 (mixed precision computes the loss in fp32)."""
+
+    # ---- memory before anything starts (tfbench.measure.memory) --------------------------
+    def memory_bound(self, config) -> Optional[Dict[str, int]]:
+        """Figures ('params', 'activation_floats', 'largest_floats' per example) that no run of
+        this workload exceeds, so that small runs need no count; None: only a count can tell."""
+        return None
+
+    def replicated_bytes(self, config) -> int:
+        """Bytes of variables that strategies replicating the model hold on every worker and a
+        parameter server shards (embedding tables); 0 when nothing is that large."""
+        return 0
