@@ -12,7 +12,7 @@ HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -122,6 +122,13 @@ latency: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/latency.yaml --ps_sync=true --num_ps=1 --batch_size=32 \
 		--sweep_dir=$$d/sync --report=false; \
 	$(PY) -m tools.report.latency $$d
+
+# Embedding tables: a recommender (DLRM-like, Zipf ids) under a synchronous parameter server with a
+# ps on every host, MWMS and Horovod, 2-8 one-core workers on 100 Mbit links, two id skews; the
+# report says where the parameter server overtakes all-gather, and why (rows, bytes, step split):
+# 18 points, ~15 min on 2 cores (docs/performance-model.md). Not part of make test.
+dlrm: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S)
 
 # PS (separate) vs MWMS, 1-4 workers on 100 Mbit links: local emulated hosts and Slurm jobs on a
 # private Slurm of emulated nodes side by side, bytes per step per host against the law:

@@ -66,7 +66,8 @@ class HorovodAdapter(SyncAdapter):
         marks = []  # the gradients-done timestamp of the trace being built
 
         def wrap(tape):
-            reducing = hvd.DistributedGradientTape(tape, compression=compression)
+            reducing = hvd.DistributedGradientTape(tape, compression=compression,
+                                                   sparse_as_dense=config.horovod_sparse_as_dense)
             return reducing if config.xla else marked_tape(reducing, marks, tf)  # XLA: no timestamp inside
 
         device = self.device
@@ -118,7 +119,8 @@ class HorovodAdapter(SyncAdapter):
         return [HorovodFields(
             knobs.knobs_of(self.config), self.compressor.__name__ if self.compressor is not None else None,
             {k: os.environ[k] for k in sorted(os.environ) if k in HOROVOD_KNOB_ENV},
-            comm.plan_horovod(gradient_bytes(self.model), self.config.horovod_fusion_threshold_mb,
+            comm.plan_horovod(gradient_bytes(self.model, self.config.horovod_sparse_as_dense),
+                              self.config.horovod_fusion_threshold_mb,
                               0.5 if self.config.horovod_compression != "none" else 1.0) if train else None,
             self.config.horovod_elastic, self.hvd.rank())]
 

@@ -13,6 +13,7 @@ from strategies.base import SyncAdapter
 from strategies.measurement import absent, flat
 from tfbench.config import knobs
 from tfbench.measure import comm
+from tfbench.models.tables import dense_variables
 
 
 def communication_options(config):
@@ -69,6 +70,9 @@ def live_options(strategy) -> dict:
             "implementation": options.implementation.value}
 
 
-def gradient_bytes(model) -> list:
-    """Bytes of each trainable variable's gradient, in variable order (what an all-reduce moves)."""
-    return [int(v.shape.num_elements()) * v.dtype.size for v in model.trainable_variables]
+def gradient_bytes(model, dense_tables: bool = False) -> list:
+    """Bytes of each dense gradient, in variable order (what an all-reduce moves); an embedding
+    table's gradient is its touched rows, all-gathered apart (tfbench.measure.sparse), unless
+    `dense_tables` (Horovod's sparse_as_dense) all-reduces it whole."""
+    variables = model.trainable_variables if dense_tables else dense_variables(model)
+    return [int(v.shape.num_elements()) * v.dtype.size for v in variables]

@@ -23,10 +23,16 @@ HOROVOD2 = ("--strategy=horovod", "--num_workers=2")
 STRAGGLER = ("--straggler=worker_1:4",)
 
 
+# A small recommender (tfbench.workloads.recommender): 4 tables of 2000 rows x 8 dims, Zipf ids.
+DLRM = ("--model=dlrm", "--embedding_tables=4", "--embedding_rows=2000", "--embedding_dim=8", "--batch_size=16",
+        "--num_warmup_steps=2", "--num_steps=3", "--monitor_interval=0.5")
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     flags: Tuple[str, ...]
     dump_weights: bool = False  # TFBENCH_DUMP_WEIGHTS: initial and final weights, for test_aggregation
+    base: Tuple[str, ...] = tuple(TINY)  # the workload's flags before the scenario's own
 
 
 # name -> the run (after TINY); the comment names the tests that read it.
@@ -66,6 +72,12 @@ SCENARIOS: Dict[str, Scenario] = {
     # test_bounded_staleness (unbounded: the straggler makes updates clock-stale),
     # test_step_definitions (hard placement of asynchronous ps steps)
     "ps_async_straggler_hard": Scenario(PS2 + ("--num_steps=12", "--placement=hard") + STRAGGLER),
+    # test_recommender, test_aggregation: every strategy's sparse path on embedding tables (rows all-gathered by
+    # MWMS and Horovod; rows pulled and pushed, accumulated on the 2 ps that shard every table; asynchronous)
+    "dlrm_mwms": Scenario(MWMS2, dump_weights=True, base=DLRM),
+    "dlrm_horovod": Scenario(HOROVOD2, dump_weights=True, base=DLRM),
+    "dlrm_ps_sync": Scenario(PS2 + ("--ps_sync", "--num_ps=2", "--ps_partitioner=fixed"), dump_weights=True, base=DLRM),
+    "dlrm_ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_partitioner=fixed"), base=DLRM),
     # test_straggler (synchronous peers wait), test_step_definitions (hard placement of sync ps steps)
     "ps_sync_straggler_hard": Scenario(PS2 + ("--ps_sync", "--image_size=64", "--batch_size=32", "--num_steps=8",
                                               "--placement=hard") + STRAGGLER),
@@ -110,7 +122,7 @@ class Clusters:
         logdir = os.path.join(self.root, name)
         weights = os.path.join(self.root, f"{name}.weights.npz") if scenario.dump_weights else None
         env = {"TFBENCH_DUMP_WEIGHTS": weights} if weights else None
-        proc = run_cli(*TINY, f"--logdir={logdir}", f"--run_id={name}", "--stall_timeout=120", *scenario.flags,
+        proc = run_cli(*scenario.base, f"--logdir={logdir}", f"--run_id={name}", "--stall_timeout=120", *scenario.flags,
                        env=env, timeout=300)
         run = os.path.join(logdir, name)
         left = self.kill_leftovers(run)

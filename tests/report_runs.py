@@ -14,7 +14,7 @@ JITTER = (-0.02, 0.0, 0.02, 0.0, 0.0)  # keeps the sum of 5 steps at 5 x the nom
 
 
 def write_run(root, run_id, strategy, workers, step_s, *, placement="soft", resources=None, monitor=None,
-              batch_size=16, mode="train", devices=0, extra_config=None, jitter=JITTER, cores=None):
+              batch_size=16, mode="train", devices=0, extra_config=None, jitter=JITTER, cores=None, task_extra=None):
     """One ok run; mirrored runs are one task with `devices` replicas. `extra_config` adds keys
     RunConfig does not know, the way a future axis would appear in config.json."""
     path = os.path.join(root, run_id)
@@ -39,7 +39,7 @@ def write_run(root, run_id, strategy, workers, step_s, *, placement="soft", reso
                                   extra={"replicas": replicas, "global_batch_size": batch_size * replicas,
                                          "batch_size": batch_size, "placement": {"requested": placement},
                                          **({"cores": list(range(index * cores, (index + 1) * cores))}
-                                            if cores else {})})
+                                            if cores else {}), **(task_extra or {})})
         records.append(results, rec)
         tasks.append(rec)
     extra = {"config": config, "strategy": strategy, "num_workers": workers, "num_ps": 1,

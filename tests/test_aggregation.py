@@ -22,14 +22,16 @@ def single_device_step(config_dict, initial, shards):
     for variable, value in zip(model.trainable_variables, initial):
         variable.assign(value)
     batches = [config.workload.batch(config, config.batch_size, int(s)) for s in shards]
-    images = tf.concat([b[0] for b in batches], axis=0)
+    features = tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *[b[0] for b in batches])
     labels = tf.concat([b[1] for b in batches], axis=0)
     for _ in range(config.num_warmup_steps + config.num_steps):
-        steps.train(model, optimizer, images, labels, global_batch_size=int(images.shape[0]))
+        steps.train(model, optimizer, features, labels, global_batch_size=int(labels.shape[0]),
+                    loss=config.workload.per_example_loss)
     return [v.numpy() for v in model.trainable_variables]
 
 
-@pytest.mark.parametrize("scenario", ["mwms", "horovod", "ps_sync", "mirrored"])
+@pytest.mark.parametrize("scenario", ["mwms", "horovod", "ps_sync", "mirrored", "dlrm_mwms", "dlrm_horovod",
+                                      "dlrm_ps_sync"])
 def test_sync_steps_equal_single_device_steps_on_the_global_batch(clusters, scenario):
     launched = clusters[scenario]
     config = launched.config

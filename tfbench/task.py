@@ -143,8 +143,15 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
         reporter.close()
     adapter.write_worker_events(run, measurements)
     workload = config.workload
+    sparse = workload.step_facts(config)
+    if sparse:
+        from tfbench.measure import sparse as sparse_wire
+
+        sparse["wire"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
     for m in measurements:
         extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
+        extra.update({"workload": workload.record(config)} if workload.record(config) else {})
+        extra.update({"sparse": sparse} if sparse else {})
         extra.update(performance_fields(run, config, plan, task, m))
         records.append(run.results, records.task_record(
             run_id=run.run_id, role=m.role, index=m.index,

@@ -82,22 +82,28 @@ def worker_step(adapter):
 
 
 def pull_step(adapter):
-    """A closure that only pulls every weight onto its worker: the pull measured on its own.
+    """A closure that only pulls onto its worker what an update pulls: every dense weight, and the
+    rows its batch looks up in each embedding table (unique ids, as the model looks them up): the
+    pull measured on its own.
 
     The reductions are colocated with the worker's input (the batch it just read), so every
     weight crosses the link from its ps. Under the replica's partial device ("/device:CPU:0",
     which every task of the cluster matches) the placer put them beside the variables on the ps,
     and only scalars travelled: the pull looked free."""
     from tfbench.framework.tf_import import tf
+    from tfbench.models.tables import dense_variables, embedding_tables
 
-    parts = [p for v in adapter.model.trainable_variables for p in (getattr(v, "variables", None) or [v])]
+    parts = [p for v in dense_variables(adapter.model) for p in (getattr(v, "variables", None) or [v])]
+    tables, workload = embedding_tables(adapter.model), adapter.config.workload
 
     @tf.function
     def step(iterator):
         start = tf.timestamp()
         with tf.control_dependencies([start]):
-            _, _, shard = next(iterator)
+            features, _, shard = next(iterator)
         values = [p.read_value() for p in parts]  # each on its ps
+        values += [tf.nn.embedding_lookup(table, tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))[0])
+                   for table, ids in zip(tables, workload.table_ids(features))]  # the rows, from their shards
         with tf.compat.v1.colocate_with(shard):
             total = tf.add_n([tf.reduce_sum(tf.cast(v, tf.float32)) for v in values])
         with tf.control_dependencies([total]):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 from typing import Dict, List
 
 from strategies import placement
@@ -73,6 +74,21 @@ class ParameterServerAdapter(StrategyAdapter):
 
     def data_shards(self) -> List[int]:
         return self.log.shards_used[0] if self.log.shards_used else []
+
+    def weights(self):
+        """Whole variables: a partitioned variable's shards ('<name>/part_<k>', consecutive in the
+        model's variables) joined along their first axis, as a single device holds it."""
+        import numpy as np
+
+        whole, names = [], []
+        for v in self.model.trainable_variables:
+            base = re.sub(r"/part_\d+(:\d+)?$", "", v.name)
+            if whole and "/part_" in v.name and names[-1] == base:
+                whole[-1] = np.concatenate([whole[-1], v.numpy()])
+                continue
+            whole.append(v.numpy())
+            names.append(base)
+        return whole
 
     # -- set-up -------------------------------------------------------------------------------
     def _dataset(self):

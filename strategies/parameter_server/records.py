@@ -15,6 +15,7 @@ from strategies.parameter_server.ops import PsLog
 from tfbench.config import knobs
 from tfbench.loop.step_loop import StepLoop, StepTiming
 from tfbench.measure import comm
+from tfbench.models.tables import dense_variables
 
 IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
             "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
@@ -82,6 +83,7 @@ class PsFields:
     ps_shards: Dict
     knobs: Dict = flat()
     comm_plan: Optional[Dict] = absent()
+    ps_rows: Optional[Dict] = absent()  # embedding tables: the rows each ps serves per step
 
 
 @dataclasses.dataclass
@@ -147,9 +149,9 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
     common = PsFields(sync, len(adapter.plan.cluster_spec.get("ps", [])), config.ps_staleness_bound,
                       ps_placement.bytes_per_ps(adapter.model.variables), knobs.knobs_of(config),
                       comm.plan_parameter_server([int(c.shape.num_elements()) * c.dtype.size
-                                                  for v in adapter.model.trainable_variables
+                                                  for v in dense_variables(adapter.model)
                                                   for c in (getattr(v, "variables", None) or [v])])
-                      if train else None)
+                      if train else None, ps_placement.rows_per_ps(adapter.model, config, n) or None)
     checkpoint = Checkpointing(config.checkpoint_every, run.first_step) if config.checkpoint_every else None
     last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
     window_s = last_global_end - coordinator_steps[0].start_wall

@@ -24,6 +24,7 @@ from typing import List
 
 from strategies.parameter_server.ops import on_this_worker, settled
 from tfbench.loop import steps
+from tfbench.models.tables import table_parts
 
 # Scheduling rounds a global step may take before a missing worker is an error, unless the
 # step is still young (a worker restarted after a fault needs seconds to serve again).
@@ -51,6 +52,36 @@ def parts(variable) -> list:
     return list(getattr(variable, "variables", None) or [variable])
 
 
+def add_rows(gradient, pieces, accumulators, touched) -> list:
+    """A sparse gradient (IndexedSlices) added row by row into the accumulators of the variable's
+    shards, each row marked touched: only the rows cross the link to their ps."""
+    from tfbench.framework.tf_import import tf
+
+    ops, offset = [], 0
+    for piece, acc, mark in zip(pieces, accumulators, touched):
+        rows = int(piece.shape[0])
+        inside = tf.logical_and(gradient.indices >= offset, gradient.indices < offset + rows)
+        index = tf.cast(tf.boolean_mask(gradient.indices, inside) - offset, tf.int64)
+        ops.append(tf.raw_ops.ResourceScatterAdd(resource=acc.handle, indices=index,
+                                                 updates=tf.boolean_mask(gradient.values, inside)))
+        ops.append(tf.raw_ops.ResourceScatterUpdate(resource=mark.handle, indices=index,
+                                                    updates=tf.ones_like(index, tf.bool)))
+        offset += rows
+    return ops
+
+
+def apply_rows(piece, acc, mark, learning_rate: float) -> None:
+    """The update of a table's shard on its ps: its touched rows only, then their accumulator and marks cleared."""
+    from tfbench.framework.tf_import import tf
+
+    index = tf.where(mark.read_value())[:, 0]
+    gradient = tf.gather(acc.read_value(), index)
+    tf.raw_ops.ResourceScatterSub(resource=piece.handle, indices=index,
+                                  updates=gradient * tf.cast(learning_rate, gradient.dtype))
+    tf.raw_ops.ResourceScatterUpdate(resource=acc.handle, indices=index, updates=tf.zeros_like(gradient))
+    tf.raw_ops.ResourceScatterUpdate(resource=mark.handle, indices=index, updates=tf.zeros_like(index, tf.bool))
+
+
 def split_like(gradient, pieces):
     """A whole-variable gradient cut like the variable's shards (along the first axis)."""
     from tfbench.framework.tf_import import tf
@@ -69,15 +100,20 @@ class SyncOnPs:
         self.strategy, self.coordinator, self.config, self.device = strategy, coordinator, config, device
         self.model, self.optimizer, self.num_workers = model, optimizer, num_workers
         self.pieces = [parts(v) for v in model.trainable_variables]
+        tables = table_parts(model)  # their gradients are IndexedSlices
         with strategy.scope():
-            self.accumulators = []
-            for pieces in self.pieces:
-                accs = []
+            self.accumulators, self.touched = [], []
+            for variable, pieces in zip(model.trainable_variables, self.pieces):
+                accs, marks = [], []
                 for piece in pieces:
                     with strategy.extended.colocate_vars_with(piece):
                         accs.append(tf.Variable(tf.zeros(piece.shape, piece.dtype), trainable=False,
                                                 name="grad_accumulator"))
+                        if id(variable) in tables:  # which rows a global step touched
+                            marks.append(tf.Variable(tf.zeros([piece.shape[0]], tf.bool), trainable=False,
+                                                     name="touched_rows"))
                 self.accumulators.append(accs)
+                self.touched.append(marks)
             with strategy.extended.colocate_vars_with(self.pieces[0][0]):
                 # the global step each worker last contributed to; only worker w writes entry w
                 self.last_step = tf.Variable(tf.fill([num_workers], tf.constant(-1, tf.int64)),
@@ -92,7 +128,7 @@ class SyncOnPs:
 
         model, optimizer, config, strategy = self.model, self.optimizer, self.config, self.strategy
         global_batch = config.batch_size * self.num_workers
-        accumulators, pieces, last_step = self.accumulators, self.pieces, self.last_step
+        accumulators, pieces, last_step, touched = self.accumulators, self.pieces, self.last_step, self.touched
         device, iterations = self.device, self.optimizer.iterations  # the global step: the version
 
         def contribute(images, labels, worker, step):
@@ -101,7 +137,10 @@ class SyncOnPs:
                 loss, computed, grads = steps.shaped(config, model, optimizer, images, labels, global_batch,
                                                      apply=False)
             adds = []
-            for accs, var_pieces, g in zip(accumulators, pieces, grads):
+            for accs, var_pieces, g, marks in zip(accumulators, pieces, grads, touched):
+                if isinstance(g, tf.IndexedSlices) and marks:
+                    adds += add_rows(g, var_pieces, accs, marks)
+                    continue
                 for acc, piece in zip(accs, split_like(g, var_pieces)):
                     adds.append(acc.assign_add(piece, read_value=False))
             with tf.control_dependencies(adds):
@@ -135,20 +174,24 @@ class SyncOnPs:
         from tfbench.framework.tf_import import tf
 
         learning_rate = float(self.config.learning_rate)
-        pairs = [(piece, acc) for var_pieces, accs in zip(self.pieces, self.accumulators)
-                 for piece, acc in zip(var_pieces, accs)]
+        pairs = [(piece, acc, marks[i] if marks else None)
+                 for var_pieces, accs, marks in zip(self.pieces, self.accumulators, self.touched)
+                 for i, (piece, acc) in enumerate(zip(var_pieces, accs))]
         iterations = self.optimizer.iterations
 
         @tf.function
         def apply_on_ps():
-            for piece, acc in pairs:
+            for piece, acc, mark in pairs:
                 with tf.device(acc.device):  # the ps holding both: nothing of size |w| leaves it
+                    if mark is not None:
+                        apply_rows(piece, acc, mark, learning_rate)
+                        continue
                     gradient = acc.read_value()
                     piece.assign_sub(gradient * tf.cast(learning_rate, gradient.dtype), read_value=False)
                     acc.assign(tf.zeros_like(gradient), read_value=False)
             with tf.device(iterations.device):
                 count = iterations.assign_add(1)
-            return settled(count, [p for p, _ in pairs] + [a for _, a in pairs])
+            return settled(count, [p for p, _, _ in pairs] + [a for _, a, _ in pairs])
 
         return apply_on_ps
 

@@ -58,3 +58,27 @@ def bytes_per_ps(variables) -> Dict[str, dict]:
             entry["bytes"] += int(component.shape.num_elements()) * component.dtype.size
             entry["shards"] += 1
     return dict(sorted(held.items()))
+
+
+def rows_per_ps(model, config, shards: int) -> Dict[str, dict]:
+    """What each ps serves of the embedding tables per step: the rows the batches of `shards`
+    workers touch in the table shards it holds (each worker's rows counted: every worker pulls and
+    pushes its own), from the workload's ids and the live shards' devices and row ranges."""
+    from tfbench.models.tables import embedding_tables
+
+    touched = config.workload.touched_rows(config)
+    if not touched:
+        return {}
+    served: Dict[str, dict] = {}
+    for t, table in enumerate(embedding_tables(model)):
+        offset = 0
+        for piece in getattr(table, "variables", None) or [table]:
+            rows = int(piece.shape[0])
+            entry = served.setdefault(placement.short_device(piece.device), {"rows_per_worker_step": 0.0,
+                                                                             "rows_per_global_step": 0})
+            counts = [int(((ids >= offset) & (ids < offset + rows)).sum()) for ids in
+                      (touched[s][t] for s in range(min(shards, len(touched))))]
+            entry["rows_per_worker_step"] += sum(counts) / max(1, len(counts))
+            entry["rows_per_global_step"] += sum(counts)
+            offset += rows
+    return dict(sorted(served.items()))

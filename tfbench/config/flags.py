@@ -14,6 +14,7 @@ from absl import flags
 
 import tfbench.config as config_lib
 from tfbench.models import MODELS, OWN_MODELS
+from tfbench.workloads.recommender import RECOMMENDERS
 
 # Presets tbf can shape (fdr_ib, 56 Gbit/s, is refused: leave the rate empty for unshaped links).
 _SHAPED_PRESETS = [name for name, bps in config_lib.LINK_PRESETS.items() if bps <= config_lib.TBF_MAX_BPS]
@@ -24,7 +25,8 @@ _DEFAULTS = config_lib.RunConfig()
 # (title, ((kind, name, help), ...)): kind is an absl DEFINE_<kind>; the default is RunConfig's.
 GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("What runs", (
-        ("string", "model", f"Workload: an image model ({', '.join(OWN_MODELS)}), "
+        ("string", "model", f"Workload: a recommender ({', '.join(RECOMMENDERS)}), an image model "
+                            f"({', '.join(OWN_MODELS)}), "
                             f"or a tf_keras.applications model by its snake-case name "
                             f"({', '.join(n for n in MODELS if n not in OWN_MODELS)})."),
         ("string", "mode", "train (forward+backward+SGD update) or forward (inference only)."),
@@ -38,6 +40,17 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("float", "learning_rate", "SGD learning rate."),
         ("integer", "seed", "Seed for weights and synthetic data."),
         ("boolean", "xla", "Compile the step with XLA (jit_compile)."),
+    )),
+    ("Recommender (--model=dlrm, dlrm_criteo)", (
+        ("integer", "embedding_tables", "dlrm: embedding tables T, one per categorical feature."),
+        ("integer", "embedding_rows", "dlrm: rows R of every table."),
+        ("integer", "embedding_dim", "Dimensions D of every row (and of the bottom MLP's output)."),
+        ("integer", "ids_per_feature", "Ids h per categorical feature and example (multi-hot; their rows are summed)."),
+        ("float", "zipf_alpha", "Ids drawn from a Zipf law of this exponent over a table's rows, the first rows "
+                                "the hottest (0: uniform)."),
+        ("integer", "dense_features", "Dense input features of the bottom MLP."),
+        ("float", "embedding_scale", "dlrm_criteo: every Criteo Kaggle table's rows times this (1: 33.8 M rows, "
+                                     "2.2 GB at dimension 16)."),
     )),
     ("Data and convergence", (
         ("string", "dataset", "synthetic (ImageNet-like noise, no accuracy) or digits (scikit-learn's handwritten "
@@ -77,6 +90,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
                                            "default (1)."),
         ("boolean", "horovod_autotune", "Horovod: its autotuner picks fusion threshold and cycle time while the run "
                                         "goes (HOROVOD_AUTOTUNE); its log lands in the run's tasks/."),
+        ("boolean", "horovod_sparse_as_dense", "Horovod: all-reduce sparse gradients (embedding rows) as dense "
+                                               "tensors of the whole table instead of all-gathering the touched rows."),
         ("boolean", "horovod_elastic", "Horovod, local: horovodrun's elastic mode; state is committed every step, a "
                                        "rank that dies is dropped and the rest go on, and it rejoins when restarted."),
         ("integer", "horovod_min_workers", "Horovod elastic: fewest ranks the run goes on with (0: 1)."),

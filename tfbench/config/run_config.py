@@ -29,6 +29,14 @@ class RunConfig:
     xla: bool = False
     seed: int = 0
     display_every: int = 10
+    # Recommender workloads (--model=dlrm, dlrm_criteo: tfbench.workloads.recommender).
+    embedding_tables: int = 8  # dlrm: T tables
+    embedding_rows: int = 100000  # dlrm: R rows per table
+    embedding_dim: int = 16  # D dims per row
+    ids_per_feature: int = 1  # h ids per categorical feature and example (multi-hot, summed)
+    zipf_alpha: float = 1.0  # ids drawn from Zipf(alpha) over a table's rows; 0: uniform
+    dense_features: int = 13  # dense inputs of the bottom MLP
+    embedding_scale: float = 0.25  # dlrm_criteo: Criteo Kaggle's rows x this
     # Distribution.
     strategy: str = "default"
     num_workers: int = 1
@@ -49,6 +57,7 @@ class RunConfig:
     horovod_fusion_threshold_mb: int = -1  # HOROVOD_FUSION_THRESHOLD in MiB; -1: Horovod's default; 0: no fusion
     horovod_cycle_time_ms: float = -1.0  # HOROVOD_CYCLE_TIME; -1: Horovod's default
     horovod_autotune: bool = False  # HOROVOD_AUTOTUNE, its log in the run's tasks/ directory
+    horovod_sparse_as_dense: bool = False  # Horovod: all-reduce sparse gradients dense instead of all-gathering rows
     horovod_elastic: bool = False  # horovodrun's elastic driver: ranks may leave and rejoin (strategies.horovod_elastic)
     horovod_min_workers: int = 0  # elastic: fewest ranks the run goes on with; 0: 1
     # Placement.

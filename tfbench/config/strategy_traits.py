@@ -98,7 +98,8 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
            knobs=(Knob("horovod_fusion_threshold_mb", "-1: Horovod's default fusion buffer (128 MiB)"),
                   Knob("horovod_cycle_time_ms", "-1: Horovod's default cycle time (1 ms)"),
                   Knob("horovod_compression", "none: gradients all-reduced in their own precision"),
-                  Knob("horovod_autotune", "false: the settings above, not Horovod's autotuner")),
+                  Knob("horovod_autotune", "false: the settings above, not Horovod's autotuner"),
+                  Knob("horovod_sparse_as_dense", "false: sparse gradients all-gathered as the rows they touch")),
            tune_grid=types.MappingProxyType({"horovod_fusion_threshold_mb": (-1, 4, 16),
                                              "horovod_cycle_time_ms": (-1, 5, 20, 50)}),
            not_on=types.MappingProxyType({"kubernetes": "cluster.k8s writes TensorFlow clusters; for "

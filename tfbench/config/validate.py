@@ -118,9 +118,15 @@ def _check_ranges(c: RunConfig, kind: Kind) -> None:
 
 
 def _check_workload(c: RunConfig) -> None:
-    """--model names a workload (tfbench.workloads), which checks the flags it reads."""
+    """--model names a workload (tfbench.workloads), which checks the flags it reads; a flag only
+    another kind of workload reads is refused off its default."""
     try:
-        workloads.of(c.model).check(c)
+        workload = workloads.of(c.model)
+        for flag, kinds in workloads.flag_owners().items():
+            if flag not in workload.own_flags and getattr(c, flag) != getattr(_DEFAULTS, flag):
+                raise ConfigError(f"--{flag} applies to {' and '.join(kinds)} only "
+                                  f"(e.g. --model={workloads.examples(kinds[0]).split(',')[0]}), not to {c.model}")
+        workload.check(c)
     except workloads.WorkloadError as e:
         raise ConfigError(str(e)) from None
 

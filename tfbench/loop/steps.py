@@ -36,8 +36,8 @@ def gradients(model, features, labels, global_batch_size: int, tape_wrapper=None
     return loss, precision.unscale_gradients(optimizer, tape.gradient(differentiated, model.trainable_variables))
 
 
-def train(model, optimizer, features, labels, global_batch_size: int, tape_wrapper=None):
-    loss, grads = gradients(model, features, labels, global_batch_size, tape_wrapper, optimizer)
+def train(model, optimizer, features, labels, global_batch_size: int, tape_wrapper=None, loss=sparse_categorical_loss):
+    loss, grads = gradients(model, features, labels, global_batch_size, tape_wrapper, optimizer, loss)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 

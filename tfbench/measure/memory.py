@@ -120,9 +120,13 @@ def task_bytes(role: str, config, model: Dict[str, int], examples_per_step: int)
     weights = 4 * model["params"]
     if role == "ps":
         return RUNTIME_BYTES + 2 * weights // max(1, config.effective_num_ps)
+    tables = config.workload.replicated_bytes(config)  # embedding tables: sparse gradients, the touched rows only
+    if config.traits.has_ps:  # a parameter server's tables stay on the ps: a worker holds the rows it touches
+        weights -= tables
+        tables = 0
     if config.mode == "train":
         activations = 4 * model["activation_floats"] * examples_per_step
-        return RUNTIME_BYTES + 2 * weights + activations
+        return RUNTIME_BYTES + 2 * weights - tables + activations
     return RUNTIME_BYTES + weights + 3 * 4 * model["largest_floats"] * examples_per_step
 
 
@@ -162,7 +166,7 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
         upper = bound(config, roles)
         if upper and upper["total"] <= have:
             return dict(upper, available=have, bound=True)
-        model = cached_counts(config)
+        model = cached_counts(config) or config.workload.memory_figures(config)
         if model is None and not count:
             why = (f"the bound for any model, {upper['total'] / GB:.1f} GB, is more than the {have / GB:.1f} GB "
                    f"available, and" if upper else "no bound holds for this workload:")
@@ -171,6 +175,9 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
                 f"process) can tell; the run counts it before starting anything and refuses a batch that does not fit"))
         model = model or counts(config)
     est = estimate(config, roles, model)
+    replicated = config.workload.replicated_bytes(config)
+    if est["total"] > have and replicated and not config.traits.has_ps:
+        raise ConfigError(replicated_refusal(config, replicated, est, have))
     if est["total"] > have:
         per_example = 4 * model["activation_floats"] if config.mode == "train" else 3 * 4 * model["largest_floats"]
         unit = config.workload.unit.rstrip("s")
@@ -181,6 +188,19 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
             f"{unit if unit != 'token' else 'example'}, {RUNTIME_BYTES / GB:.1f} GB of runtime per task) and this "
             f"machine has {have / GB:.1f} GB available; lower --batch_size or the workload's size")
     return dict(est, available=have)
+
+
+def replicated_refusal(config, replicated: int, est: Dict[str, int], have: int) -> str:
+    """Why a strategy that replicates the embedding tables on every worker cannot run, and which can."""
+    from tfbench.config import strategy_traits
+
+    sharding = " or ".join(strategy_traits.names(lambda t: t.has_ps))
+    ps_needed = -(-2 * replicated // max(1, have - RUNTIME_BYTES))  # tables and their gradients, per ps
+    return (f"--strategy={config.strategy} replicates {config.model}'s {replicated / GB:.1f} GB of embedding tables "
+            f"on every worker: its {est['tasks']} task(s) need about {est['total'] / GB:.1f} GB and this machine has "
+            f"{have / GB:.1f} GB available; --strategy={sharding} shards the tables over its ps instead (about "
+            f"{ps_needed} ps of {have / GB:.0f} GB for these tables"
+            + (", so on a cluster: --launcher=slurm or python -m cluster.k8s)" if ps_needed > 1 else ")"))
 
 
 def describe(result: Dict[str, int]) -> str:

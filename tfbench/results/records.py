@@ -238,6 +238,10 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
     if communication:
         record["communication"] = communication
     record.update(training_dynamics(task_records))
+    for key in ("workload", "sparse"):  # the same in every task's record: what the workload is and touches
+        found = next((r[key] for r in tasks if r.get(key)), None)
+        if found:
+            record[key] = found
     if record.get("updates") is not None:  # the same window as examples/sec, so the two rates agree
         record["updates_per_sec"] = record["updates"] / (end - start) if end > start else float("nan")
         record["updates_per_sec_definition"] = UPDATES_PER_SEC

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from tfbench.config import knobs
-from tfbench.measure import breakdown, comm
+from tfbench.measure import breakdown, comm, sparse
 from tfbench.results import records
 
 
@@ -57,7 +57,8 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     split = breakdown.line(cluster.get("step_breakdown"))
     if split:
         lines.append(split)
-    lines += [line for line in (comm.line(cluster.get("communication")), shards_line(tasks)) if line]
+    lines += [line for line in (comm.line(cluster.get("communication")), shards_line(tasks),
+                                sparse.line(cluster.get("sparse")), memory_line(cluster)) if line]
     lines += performance_lines(config, cluster, tasks)
     coordinator = next((t for t in tasks if t.get("cluster_steps")), {})
     updates = cluster.get("updates", coordinator.get("updates"))
@@ -113,6 +114,16 @@ def rate_line(cluster: dict, window: str) -> str:
     return line
 
 
+def memory_line(cluster: dict) -> Optional[str]:
+    """Each task's peak resident memory in the measured window, as the monitor sampled it."""
+    tasks = ((cluster.get("resources") or {}).get("tasks") or {}) if isinstance(cluster.get("resources"), dict) else {}
+    peaks = sorted((name, t.get("rss_mb_peak")) for name, t in tasks.items() if isinstance(t, dict))
+    peaks = [(name, mb) for name, mb in peaks if mb]
+    if not peaks:
+        return None
+    return "memory per task (peak RSS): " + ", ".join(f"{name} {mb / 1024:.2f} GiB" for name, mb in peaks)
+
+
 def shards_line(tasks: List[dict]) -> Optional[str]:
     """What each parameter server holds, and how far the busiest is above the mean."""
     shards = next((t["ps_shards"] for t in tasks if t.get("ps_shards")), None)
@@ -121,7 +132,15 @@ def shards_line(tasks: List[dict]) -> Optional[str]:
     held = {name: entry["bytes"] for name, entry in shards.items()}
     mean = sum(held.values()) / len(held)
     parts = ", ".join(f"{name} {b / 1e6:.1f} MB ({shards[name]['shards']} variables)" for name, b in held.items())
-    return f"bytes per ps: {parts}; busiest {max(held.values()) / mean:.2f}x the mean" if mean else None
+    line = f"bytes per ps: {parts}; busiest {max(held.values()) / mean:.2f}x the mean" if mean else None
+    rows = next((t["ps_rows"] for t in tasks if t.get("ps_rows")), None)
+    if rows and line:
+        per_step = {name: entry["rows_per_global_step"] for name, entry in rows.items()}
+        average = sum(per_step.values()) / len(per_step)
+        line += ("; embedding rows served per global step (every worker's): "
+                 + ", ".join(f"{name} {count}" for name, count in per_step.items())
+                 + (f"; busiest {max(per_step.values()) / average:.2f}x the mean" if average else ""))
+    return line
 
 
 def staleness_line(stats: dict) -> str:

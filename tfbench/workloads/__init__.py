@@ -7,13 +7,14 @@ one lookup: --model names a registered workload.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, List
 
 from tfbench.models import MODELS
 from tfbench.workloads.base import UNITS, Workload, WorkloadError  # noqa: F401
 from tfbench.workloads.images import ImageWorkload, image_workloads  # noqa: F401
+from tfbench.workloads.recommender import RECOMMENDERS, RecommenderWorkload  # noqa: F401
 
-WORKLOADS: Dict[str, Workload] = {**image_workloads(MODELS)}
+WORKLOADS: Dict[str, Workload] = {**image_workloads(MODELS), **RECOMMENDERS}
 
 
 def of(name: str) -> Workload:
@@ -22,3 +23,20 @@ def of(name: str) -> Workload:
         return WORKLOADS[name]
     except KeyError:
         raise WorkloadError(f"--model={name!r} is unknown; choose one of {', '.join(sorted(WORKLOADS))}") from None
+
+
+def flag_owners() -> Dict[str, List[str]]:
+    """{flag: the kinds of workload that read it}: a flag off its default is refused for the others."""
+    owners: Dict[str, List[str]] = {}
+    for workload in WORKLOADS.values():
+        for flag in workload.own_flags:
+            kind = f"{workload.inputs} workloads"
+            if kind not in owners.setdefault(flag, []):
+                owners[flag].append(kind)
+    return owners
+
+
+def examples(kind: str, limit: int = 4) -> str:
+    """A few names of the workloads of one kind, for messages."""
+    names = [w.name for w in WORKLOADS.values() if f"{w.inputs} workloads" == kind]
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")

@@ -32,6 +32,7 @@ class Workload(abc.ABC):
     description: str
     unit: str = "examples"  # one of UNITS
     inputs: str = "examples"  # what one example is, as the table and the docs say it
+    own_flags: Tuple[str, ...] = ()  # flags only this kind of workload reads (others refuse them off default)
 
     # ---- what a run's config asks of it --------------------------------------------------
     def check(self, config) -> None:
@@ -57,6 +58,20 @@ class Workload(abc.ABC):
         """What the records say of the workload beyond its name and unit (sizes, presets, origin)."""
         return {}
 
+    def table_ids(self, features) -> list:
+        """The ids a batch looks up in each embedding table, in the model's table order (tensors)."""
+        return []
+
+    def touched_rows(self, config) -> Optional[list]:
+        """[shard][table] -> the distinct row ids that shard's batch looks up in that embedding
+        table (numpy), for workloads with tables; None otherwise."""
+        return None
+
+    def step_facts(self, config) -> Dict:
+        """What one step's examples touch, counted from the batches themselves (an embedding
+        table's unique rows): the task record's `sparse` entry; {} when there is nothing sparse."""
+        return {}
+
     # ---- TensorFlow (called inside a task, or in a child process that counts) ------------
     @abc.abstractmethod
     def build(self, config):
@@ -79,6 +94,11 @@ class Workload(abc.ABC):
     def memory_bound(self, config) -> Optional[Dict[str, int]]:
         """Figures ('params', 'activation_floats', 'largest_floats' per example) that no run of
         this workload exceeds, so that small runs need no count; None: only a count can tell."""
+        return None
+
+    def memory_figures(self, config) -> Optional[Dict[str, int]]:
+        """The figures themselves when the workload knows them without building its graph (its
+        parameters are a closed form): then nothing is counted; None: count the graph."""
         return None
 
     def replicated_bytes(self, config) -> int:

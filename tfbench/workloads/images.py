@@ -25,6 +25,8 @@ class ImageWorkload(Workload):
     spec: Optional[ModelSpec] = None
     unit: str = "images"
     inputs: str = "images"
+    own_flags: Tuple[str, ...] = ("image_size", "source_image_size", "num_classes", "data_format", "dataset",
+                                  "eval_every", "target_accuracy")
 
     def check(self, config) -> None:
         c = self

@@ -22,6 +22,7 @@ from tools.report import (
     plots,
     recovery_section,
     results_csv,
+    sparse_section,
     split_section,
     summary,
     traffic_section,
@@ -65,7 +66,8 @@ def build(root: str, out: Optional[str] = None) -> Report:
     sweep = find_sweep(root)
     notes = (sweep.read_spec() or {}).get("notes", []) if sweep else []
     markdown = summary.render(title, points, failures, comparisons, written, num_runs=len(runs), notes=notes,
-                              sections=(split_section.section(points) + traffic_section.section(points)
+                              sections=(split_section.section(points) + sparse_section.section(points)
+                                        + traffic_section.section(points)
                                         + convergence_section.section(points) + recovery_section.section(points)))
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(markdown)

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 import tfbench.config as config_lib
 from cluster import preflight
+from tfbench import workloads
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
 from tfbench.config.kinds import kind_of
@@ -22,7 +23,8 @@ from tfbench.results import tuned
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
         "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
-        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler")
+        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler", "zipf_alpha", "embedding_rows")
+PER_WORKER = "per_worker"  # num_ps: one ps per worker (collocated: a shard of every table on each host)
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
 # tuning: default runs each strategy at its knobs' defaults; best at a saved tuning's winner
@@ -103,7 +105,8 @@ class Grid:
             values = values if isinstance(values, (list, tuple)) else [values]
             if not values:
                 raise ConfigError(f"sweep axis {name!r} has no values")
-            axes[name] = tuple(dict.fromkeys(coerce(name, v) for v in values))
+            axes[name] = tuple(dict.fromkeys(v if (name, v) == ("num_ps", PER_WORKER) else coerce(name, v)
+                                             for v in values))
         fixed = {}
         for name, value in (d.get("fixed") or {}).items():
             if name in _SWEEP_OWNED:
@@ -175,8 +178,9 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
         parts.append(f"ps{values['num_ps']}" + ("sep" if values["ps_placement"] == "separate" else "")
                      + ("sync" if values["ps_sync"] else "")
                      + (f"ssp{values['ps_staleness_bound']}" if values.get("ps_staleness_bound", -1) >= 0 else ""))
-    parts += [f"b{values['batch_size']}", values["mode"], values["placement"], values["device"],
-              values["model"], f"{values['image_size']}px"]
+    parts += [f"b{values['batch_size']}", values["mode"], values["placement"], values["device"], values["model"]]
+    workload = workloads.WORKLOADS.get(values["model"])
+    parts += [f"{values['image_size']}px"] if workload is None or "image_size" in workload.own_flags else []
     kind = kind_of(values)
     if kind.emulated_hosts:
         parts.append(f"emu-{values['link_bandwidth'] or 'unshaped'}")
@@ -187,6 +191,9 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
     parts += ["xla"] if values.get("xla") else []
     parts += [f"slow-{values['straggler'].replace(':', 'x')}"] if values.get("straggler") else []
+    for axis, short in (("zipf_alpha", "zipf"), ("embedding_rows", "rows")):  # recommender axes, off default
+        if values.get(axis, getattr(_DEFAULTS, axis)) != getattr(_DEFAULTS, axis):
+            parts.append(f"{short}{values[axis]:g}")
     parts += ["tuned"] if tuned_point else []
     parts.append(f"r{repeat}")
     return "-".join(str(p) for p in parts)
@@ -196,6 +203,8 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
     """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps),
     num_local_devices off mirrored (where 0 means one device), and slurm_nodes off Slurm."""
     values = dict(values)
+    if values["num_ps"] == PER_WORKER:
+        values["num_ps"] = values["num_workers"]
     if "slurm_nodes" not in kind_of(values).accepts:
         values["slurm_nodes"] = _DEFAULTS.slurm_nodes
     if not strategy_traits.get(values["strategy"]).has_ps:

@@ -1,0 +1,39 @@
+"""The report's embedding-table section (tools.report.sparse_section) on hand-made recommender runs:
+the rows a step touches and moves, and where the parameter server overtakes all-gather."""
+from report_runs import points_of, write_run
+from tools.report import sparse_section
+
+SPARSE = {"tables": 2, "lookups_per_step": 32, "unique_rows_per_shard": [20, 24], "unique_rows_all_shards": 40,
+          "row_bytes": 64, "wire": {"rule": "all-gather: each host receives the rows of the N - 1 others",
+                                    "per_host_step_bytes": 2000.0}}
+RECOMMENDER = {"model": "dlrm"}
+
+
+def test_the_section_finds_the_crossover_per_setting(tmp_path):
+    # examples/sec = 16 x workers / step: all-gather wins at 2 workers, the parameter server at 4 and 8
+    for strategy, steps in (("multi_worker_mirrored", {2: 0.10, 4: 0.30, 8: 0.90}),
+                            ("parameter_server", {2: 0.20, 4: 0.25, 8: 0.40})):
+        for n, step in steps.items():
+            write_run(str(tmp_path), f"{strategy}-{n}", strategy, n, step, extra_config=RECOMMENDER,
+                      task_extra={"sparse": SPARSE})
+    write_run(str(tmp_path), "images", "multi_worker_mirrored", 2, 0.1)  # no tables: not in the section
+    lines = sparse_section.section(points_of(tmp_path))
+    text = "\n".join(lines)
+    assert "## Embedding tables: where the parameter server earns its place" in text
+    assert text.count("| multi_worker_mirrored |") == 3 and text.count("| parameter_server |") == 3
+    assert "| 22 |" in text and "0.002 MB per host (all-gather)" in text
+    (crossing,) = [line for line in lines if line.startswith("- ")]
+    assert "crossover at 4 workers: the parameter server is faster from there on" in crossing
+    assert "2: 0.50x" in crossing and "8: 2.25x" in crossing
+
+
+def test_a_parameter_server_that_never_wins_is_said_so(tmp_path):
+    for strategy, step in (("horovod", 0.1), ("parameter_server", 0.3)):
+        write_run(str(tmp_path), strategy, strategy, 2, step, extra_config=RECOMMENDER, task_extra={"sparse": SPARSE})
+    (line,) = [x for x in sparse_section.section(points_of(tmp_path)) if x.startswith("- ")]
+    assert "never overtakes the fastest all-reduce strategy" in line and "2: 0.33x" in line
+
+
+def test_no_tables_no_section(tmp_path):
+    write_run(str(tmp_path), "r", "multi_worker_mirrored", 2, 0.1)
+    assert sparse_section.section(points_of(tmp_path)) == []

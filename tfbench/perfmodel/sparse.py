@@ -1,0 +1,84 @@
+"""Sparse embedding traffic: how many rows a step touches, and what those rows cost each strategy
+on the wire. Closed forms only (numpy); tfbench.workloads.recommender draws the ids these laws
+describe, and the measured counts of a run (its records' `sparse` facts) are checked against them.
+
+Ids of one table are drawn from Zipf(alpha) over R rows: p_i = (i + 1)^-alpha / H, i = 0..R-1. For
+n independent draws (a batch of B examples with h ids each: n = B h):
+
+  E[unique rows] = sum_i 1 - (1 - p_i)^n                                   (expected_unique)
+
+and the rows of a contiguous range [lo, hi) (a parameter server's shard of the table) likewise
+summed over that range. With the ids of N workers drawn independently, a synchronous global step
+touches E[unique] at n = N B h rows (their union). Wire bytes per step (row = 4 D bytes of fp32
+values, 8 bytes per int64 row id):
+
+  all-gather (MultiWorkerMirrored, Horovod):  (N - 1) u (row + 8) received per host
+  parameter server, per worker:              u (2 row + 8)      (pull the rows, push gradients and ids)
+  parameter server, per ps host:             sum over workers of the rows of its shards x (2 row + 8)
+  dense fallback (Horovod sparse_as_dense):  2 (N - 1) / N x the tables' bytes per host
+
+where u is one worker's unique rows. All-gather grows with N per host; a parameter server's
+traffic per worker stays u, and its ps hosts share N u, the busiest one holding the hottest rows.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import numpy as np
+
+INDEX_BYTES = 8
+
+
+def zipf_probabilities(rows: int, alpha: float) -> np.ndarray:
+    """p_i of rows 0..rows-1 under Zipf(alpha) (alpha = 0: uniform)."""
+    weights = np.arange(1, rows + 1, dtype=np.float64) ** -float(alpha)
+    return weights / weights.sum()
+
+
+def expected_unique(rows: int, alpha: float, draws: float, lo: int = 0, hi: int = -1) -> float:
+    """E[distinct rows among `draws` ids] of one table, over rows [lo, hi) (default: all)."""
+    p = zipf_probabilities(rows, alpha)[lo:(rows if hi < 0 else hi)]
+    return float(-np.expm1(draws * np.log1p(-np.minimum(p, 1 - 1e-16))).sum())
+
+
+def expected_unique_tables(table_rows: Sequence[int], alpha: float, draws: float) -> float:
+    """E[distinct rows] summed over tables, `draws` ids in each."""
+    return sum(expected_unique(r, alpha, draws) for r in table_rows)
+
+
+def shard_bounds(rows: int, shards: int) -> List[int]:
+    """Row bounds of a table split into `shards` contiguous shards as TensorFlow's partitioners
+    split a variable's first axis: the first rows % shards shards one row longer."""
+    base, extra = divmod(rows, shards)
+    bounds, at = [0], 0
+    for j in range(shards):
+        at += base + (1 if j < extra else 0)
+        bounds.append(at)
+    return bounds
+
+
+def expected_rows_per_shard(table_rows: Sequence[int], alpha: float, draws: float, shards: int) -> List[float]:
+    """E[distinct rows each of `shards` contiguous shards receives], summed over tables (every
+    table split over all shards, shard j of each table on ps j, as the min_size and fixed
+    partitioners place a table larger than their shards)."""
+    out = [0.0] * shards
+    for rows in table_rows:
+        bounds = shard_bounds(rows, min(shards, rows))
+        for j in range(len(bounds) - 1):
+            out[j] += expected_unique(rows, alpha, draws, bounds[j], bounds[j + 1])
+    return out
+
+
+def allgather_bytes(workers: int, unique_rows: float, row_bytes: float) -> float:
+    """Bytes each host receives when N workers all-gather their touched rows (values and ids)."""
+    return (workers - 1) * unique_rows * (row_bytes + INDEX_BYTES)
+
+
+def ps_worker_bytes(unique_rows: float, row_bytes: float) -> float:
+    """Bytes one parameter-server worker moves for its rows per update: pull, and push with ids."""
+    return unique_rows * (2 * row_bytes + INDEX_BYTES)
+
+
+def dense_fallback_bytes(workers: int, table_bytes: float) -> float:
+    """Bytes per host of a ring all-reduce of the whole tables (sparse_as_dense)."""
+    return 2 * (workers - 1) / workers * table_bytes if workers > 1 else 0.0
