@@ -12,7 +12,7 @@ HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale horovod slurm clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -129,6 +129,17 @@ latency: setup
 # 18 points, ~15 min on 2 cores (docs/performance-model.md). Not part of make test.
 dlrm: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S)
+
+# The recommender's step model judged where it never looked: MWMS and Horovod at 1-16 workers, a
+# synchronous parameter server with a ps per host at 1-12, on 20 Mbit links; fits on N <= 4 and
+# prints each held-out run's error, the crossover and `median abs error = X%`: 17 points, ~30 min
+# on 2 cores, at most 17 GB (docs/performance-model.md). Not part of make test.
+dlrm-scale: setup
+	d=sweeps/dlrm-scale-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --sweep_dir=$$d/allgather --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --strategy=parameter_server \
+		--num_workers=1,2,4,8,12 --sweep_dir=$$d/ps --report=false; \
+	$(PY) -m tools.model recommender $$d
 
 # PS (separate) vs MWMS, 1-4 workers on 100 Mbit links: local emulated hosts and Slurm jobs on a
 # private Slurm of emulated nodes side by side, bytes per step per host against the law:

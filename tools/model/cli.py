@@ -11,6 +11,8 @@ Verbs:
   cluster   the same from your own measurements (python -m tools.model cluster FILE.csv)
   scale     fit a sweep's runs with <= 4 workers, predict its 8-16 (`make model-scale`): error per N
             and strategy, its trend per doubling of N, the median error
+  recommender  the same for a recommender's sweep (`make dlrm-scale`): its step model with embedding
+            tables, each held-out run's error, where the parameter server overtakes all-gather
 
 `python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
 the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
@@ -24,7 +26,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext
-from tools.model import fit, predict, published, report, scale
+from tools.model import fit, predict, published, recommender, report, scale
 
 
 class Verb(NamedTuple):
@@ -44,6 +46,7 @@ VERBS: Dict[str, Verb] = {
     "cluster": Verb(published.__doc__, published.help_groups, published.define_flags,
                     published.cluster_main),
     "scale": Verb(scale.__doc__, scale.help_groups, scale.define_flags, scale.main),
+    "recommender": Verb(recommender.__doc__, recommender.help_groups, recommender.define_flags, recommender.main),
 }
 
 

@@ -1,0 +1,62 @@
+"""The recommender's step model (tfbench.perfmodel.recommender): its bytes against the sparse laws
+by hand, a fit that recovers the parameters it was made from, and the crossover it finds."""
+import pytest
+
+from tfbench.perfmodel import recommender as rec
+from tfbench.perfmodel import sparse
+
+SETTING = rec.Setting(table_rows=(100_000,) * 8, embedding_dim=16, ids_per_feature=1, zipf_alpha=0.6,
+                      batch_size=512, dense_bytes=4 * 20_000)
+BETA = 100e6 / 8  # 100 Mbit/s
+
+
+def test_all_gather_bytes_grow_with_the_workers_and_a_sharded_ps_grows_with_its_hottest_shard():
+    u = SETTING.rows_per_worker()
+    assert rec.busiest_host_bytes(rec.ALL_GATHER, 4, SETTING) == pytest.approx(
+        1.5 * SETTING.dense_bytes + 3 * u * (64 + 8))
+    gather = [rec.busiest_host_bytes(rec.ALL_GATHER, n, SETTING) for n in (2, 4, 8, 16)]
+    ps = [rec.busiest_host_bytes(rec.PS, n, SETTING) for n in (2, 4, 8, 16)]
+    assert gather[-1] / gather[0] > 10  # (N - 1) u
+    assert ps[-1] / ps[0] < gather[-1] / gather[0] / 2  # (N - 1) x the hottest shard's rows, fewer than u
+    uniform = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 0.0})
+    flat = [rec.busiest_host_bytes(rec.PS, n, uniform) for n in (2, 4, 8, 16)]
+    assert flat[-1] / flat[0] < 2.5  # uniform ids: each host its worker's rows and an N-th of the rest
+    assert rec.busiest_host_bytes(rec.PS, 1, SETTING) == 0.0
+
+
+def test_the_hottest_shard_makes_a_skewed_parameter_server_busier():
+    skewed = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 1.2})
+    flat = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 0.0})
+    shards = skewed.rows_per_shard(8)
+    assert shards[0] == max(shards) and shards[0] > 3 * sum(shards[1:]) / 7
+    assert max(flat.rows_per_shard(8)) / min(flat.rows_per_shard(8)) == pytest.approx(1.0, abs=0.02)
+
+
+def synthetic(truth: rec.Fit, kind: str, ns):
+    return [rec.Observation(f"{truth.strategy}-{n}", kind, truth.strategy, n,
+                            truth.step_s(kind, n, SETTING, BETA), truth.c0 + truth.c1 * n, BETA, SETTING) for n in ns]
+
+
+def test_the_fit_recovers_known_parameters_and_predicts_larger_clusters():
+    truth = rec.Fit("multi_worker_mirrored", 0.040, 0.002, 0.015, 0.6, ())
+    fitted = rec.fit(synthetic(truth, rec.ALL_GATHER, (1, 2, 4)))
+    assert (fitted.c0, fitted.c1, fitted.overhead_s, fitted.eta) == pytest.approx((0.040, 0.002, 0.015, 0.6), rel=1e-6)
+    assert fitted.rate(rec.ALL_GATHER, 16, SETTING, BETA) == pytest.approx(truth.rate(rec.ALL_GATHER, 16, SETTING, BETA))
+
+
+def test_the_crossover_is_where_the_parameter_server_stays_ahead():
+    fits = {"parameter_server": rec.Fit("parameter_server", 0.05, 0.0, 0.08, 0.7, ()),
+            "multi_worker_mirrored": rec.Fit("multi_worker_mirrored", 0.04, 0.0, 0.01, 0.8, ())}
+    kinds = {"parameter_server": rec.PS, "multi_worker_mirrored": rec.ALL_GATHER}
+    n = rec.crossover(fits, kinds, SETTING, BETA, (2, 4, 8, 16))
+    assert n in (4, 8, 16)
+    for m in (2, 4, 8, 16):
+        ahead = fits["parameter_server"].rate(rec.PS, m, SETTING, BETA) > \
+            fits["multi_worker_mirrored"].rate(rec.ALL_GATHER, m, SETTING, BETA)
+        assert ahead == (m >= n)
+    slow_ps = dict(fits, parameter_server=rec.Fit("parameter_server", 0.05, 0.0, 5.0, 0.1, ()))
+    assert rec.crossover(slow_ps, kinds, SETTING, BETA, (2, 4, 8, 16)) is None
+
+
+def test_rows_per_worker_follow_the_law():
+    assert SETTING.rows_per_worker() == pytest.approx(sparse.expected_unique_tables((100_000,) * 8, 0.6, 512))

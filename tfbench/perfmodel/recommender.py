@@ -1,0 +1,154 @@
+"""The step of a recommender with embedding tables, per strategy, and where the parameter server
+overtakes all-gather: bytes from the sparse laws (tfbench.perfmodel.sparse), time from two
+parameters per strategy fitted on measured runs.
+
+One synchronous step at N workers of one core each:
+
+  t(N) = c(N) + o + b(N) / (eta x beta)
+
+- c(N): compute per step, the measured step split's compute part, fitted per strategy as a line in
+  N (on a shared machine the workers' cores are oversubscribed as N grows; on dedicated hosts the
+  slope fits to about 0);
+- b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse):
+  all-gather, 2(N-1)/N |w_dense| + (N-1) u (row + 8); a parameter server with a ps on every host
+  (k = N, every table sharded over all of them), the most any host sends or receives: its worker's
+  pushes and pulls to the other hosts, (N-1)/N (|w_dense| + u (row + 8)), plus what its ps serves
+  the N - 1 other workers, (N-1)/N (|w_dense| + r_j (row + 8)) with r_j the rows of its shards all
+  workers touch (the hottest rows sit on one shard);
+- beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
+  the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
+  on the ps), fitted by least squares on t - c(N) = o + (1/eta) b(N)/beta over the fitted runs.
+
+The rate is N x batch / t examples/sec. The fit is made on small N (N <= 4) and judged on larger N
+it never saw (validate).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tfbench.perfmodel import sparse
+
+PS, ALL_GATHER = "parameter_server", "all-gather"
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """What a recommender step is, independent of the strategy and N."""
+
+    table_rows: Sequence[int]
+    embedding_dim: int
+    ids_per_feature: int
+    zipf_alpha: float
+    batch_size: int
+    dense_bytes: float  # the MLPs' parameters x 4
+
+    @property
+    def row_bytes(self) -> float:
+        return 4.0 * self.embedding_dim
+
+    def rows_per_worker(self) -> float:
+        """E[distinct rows one worker's step touches], all tables."""
+        return sparse.expected_unique_tables(self.table_rows, self.zipf_alpha, self.batch_size * self.ids_per_feature)
+
+    def rows_per_shard(self, shards: int) -> List[float]:
+        """E[distinct rows of each ps's shards one worker's step touches]."""
+        return sparse.expected_rows_per_shard(self.table_rows, self.zipf_alpha,
+                                              self.batch_size * self.ids_per_feature, shards)
+
+
+def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
+    """b(N): bytes the busiest host's link carries one way per step (module docstring)."""
+    if n <= 1:
+        return 0.0
+    row, u = setting.row_bytes, setting.rows_per_worker()
+    dense = setting.dense_bytes
+    if kind != PS:
+        return 2 * (n - 1) / n * dense + sparse.allgather_bytes(n, u, row)
+    share = (n - 1) / n
+    own = share * (dense + u * (row + sparse.INDEX_BYTES))
+    served = max(share * (dense + n * r * (row + sparse.INDEX_BYTES)) for r in setting.rows_per_shard(n))
+    return own + served
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    run_id: str
+    kind: str  # PS or ALL_GATHER
+    strategy: str
+    n: int
+    step_s: float  # the cluster's mean global step
+    compute_s: float  # the step split's compute part
+    link_bytes_per_s: float  # beta: the emulated links' probed rate (one way)
+    setting: Setting
+
+    @property
+    def rate(self) -> float:
+        return self.n * self.setting.batch_size / self.step_s
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """One strategy's parameters: compute c(N) = c0 + c1 N, overhead o, protocol share eta."""
+
+    strategy: str
+    c0: float
+    c1: float
+    overhead_s: float
+    eta: float
+    fitted_on: Sequence[int]
+
+    def step_s(self, kind: str, n: int, setting: Setting, link_bytes_per_s: float) -> float:
+        compute = max(0.0, self.c0 + self.c1 * n)
+        if n <= 1:
+            return compute + self.overhead_s
+        return compute + self.overhead_s + busiest_host_bytes(kind, n, setting) / (self.eta * link_bytes_per_s)
+
+    def rate(self, kind: str, n: int, setting: Setting, link_bytes_per_s: float) -> float:
+        return n * setting.batch_size / self.step_s(kind, n, setting, link_bytes_per_s)
+
+
+def fit(observations: Sequence[Observation]) -> Fit:
+    """Least squares over one strategy's runs: compute as a line in N, then (o, 1/eta)."""
+    obs = list(observations)
+    ns = np.array([o.n for o in obs], dtype=float)
+    compute = np.array([o.compute_s for o in obs])
+    if len(set(ns)) > 1:
+        c1, c0 = np.polyfit(ns, compute, 1)
+    else:
+        c1, c0 = 0.0, float(compute.mean())
+    rest = np.array([o.step_s for o in obs]) - (c0 + c1 * ns)
+    x = np.array([busiest_host_bytes(o.kind, o.n, o.setting) / o.link_bytes_per_s for o in obs])
+    if np.count_nonzero(x) == 0:
+        return Fit(obs[0].strategy, c0, c1, float(rest.mean()), 1.0, sorted({o.n for o in obs}))
+    (overhead, inverse_eta), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(x), x]), rest, rcond=None)
+    inverse_eta = max(inverse_eta, 1.0)  # no protocol beats the line rate
+    overhead = float(np.mean(rest - inverse_eta * x))
+    return Fit(obs[0].strategy, float(c0), float(c1), overhead, 1.0 / inverse_eta, sorted({o.n for o in obs}))
+
+
+def fit_all(observations: Sequence[Observation], max_n: int) -> Dict[str, Fit]:
+    by_strategy: Dict[str, List[Observation]] = {}
+    for o in observations:
+        if o.n <= max_n:
+            by_strategy.setdefault(o.strategy, []).append(o)
+    return {s: fit(obs) for s, obs in by_strategy.items()}
+
+
+def crossover(fits: Dict[str, Fit], kinds: Dict[str, str], setting: Setting, link_bytes_per_s: float,
+              workers: Sequence[int]) -> Optional[int]:
+    """The fewest workers (of `workers`) at which every parameter-server strategy's predicted
+    rate is above every all-gather strategy's, from there on; None if it never is."""
+    ps = [s for s in fits if kinds[s] == PS]
+    gather = [s for s in fits if kinds[s] != PS]
+    if not ps or not gather:
+        return None
+    wins = [n for n in workers
+            if min(fits[s].rate(PS, n, setting, link_bytes_per_s) for s in ps)
+            > max(fits[s].rate(ALL_GATHER, n, setting, link_bytes_per_s) for s in gather)]
+    for i, n in enumerate(workers):
+        if wins and wins == list(workers[i:]):
+            return n
+    return None

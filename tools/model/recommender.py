@@ -1,0 +1,124 @@
+"""`python -m tools.model recommender DIR`: the recommender's step model (tfbench.perfmodel.recommender)
+fitted on the runs of DIR with few workers (--fit_max_workers, default 4) and judged on the runs with
+more, which it never saw; then the crossover: from how many workers the parameter server is ahead.
+
+Reads every finished run of a recommender workload on emulated hosts below DIR (their records'
+`workload` and `sparse` facts, the step split's compute and the probed link rate).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from typing import Dict, List, Sequence, Tuple
+
+from absl import flags
+
+from tfbench.config import strategy_traits
+from tfbench.config.errors import ConfigError
+from tfbench.perfmodel import recommender as rec
+from tools.rundirs.runs import Run, find_runs
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    if "fit_max_workers" in FLAGS:
+        return
+    flags.DEFINE_integer("fit_max_workers", 4, "Fit on the runs with at most this many workers; predict the others.")
+    flags.DEFINE_list("crossover_workers", ["2", "4", "8", "16", "32", "64"],
+                      "Worker counts the crossover is looked for at.")
+
+
+def help_groups():
+    return [("Recommender", ["fit_max_workers", "crossover_workers"])]
+
+
+def observation(run: Run):
+    """The run as the model sees it, or None with why not."""
+    cluster = run.cluster or {}
+    workload, link = cluster.get("workload") or {}, cluster.get("link") or {}
+    split = ((cluster.get("step_breakdown") or {}).get("mean_s") or {})
+    if not run.ok or not cluster.get("sparse") or not workload.get("rows"):
+        return None, "not a finished recommender run"
+    if not link.get("beta_bps"):
+        return None, "no probed link (not on emulated hosts)"
+    if "compute" not in split:
+        return None, "no step split"
+    traits = strategy_traits.get(run.config.get("strategy"))
+    kind = rec.PS if traits.has_ps else rec.ALL_GATHER
+    setting = rec.Setting(tuple(workload["rows"]), int(workload["embedding_dim"]), int(workload["ids_per_feature"]),
+                          float(workload["zipf_alpha"]), int(run.config["batch_size"]),
+                          4.0 * float(workload["dense_params"]))
+    return rec.Observation(run.run_id, kind, str(run.config.get("strategy")), int(run.config["num_workers"]),
+                           float(cluster["stats"]["mean_s"]), float(split["compute"]),
+                           float(link["beta_bps"]) / 8, setting), ""
+
+
+def observations(path: str) -> Tuple[List[rec.Observation], List[Tuple[str, str]]]:
+    found, skipped = [], []
+    for run in find_runs(path):
+        obs, why = observation(run)
+        (found.append(obs) if obs else skipped.append((run.run_id, why)))
+    if not found:
+        raise ConfigError(f"{path}: no finished recommender run on emulated hosts below it")
+    return found, skipped
+
+
+def judged(found: Sequence[rec.Observation], max_n: int) -> List[Tuple[rec.Observation, float, float]]:
+    """(held-out run, predicted examples/sec, relative error) of every run with more workers than the fit's."""
+    settings: Dict[rec.Setting, List[rec.Observation]] = {}
+    for o in found:
+        settings.setdefault(o.setting, []).append(o)
+    out = []
+    for same in settings.values():
+        fits = rec.fit_all(same, max_n)
+        for o in same:
+            if o.n > max_n and o.strategy in fits:
+                predicted = fits[o.strategy].rate(o.kind, o.n, o.setting, o.link_bytes_per_s)
+                out.append((o, predicted, predicted / o.rate - 1))
+    return out
+
+
+def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int]) -> List[str]:
+    lines = [f"recommender step model: fitted on runs with at most {max_n} workers, per setting and strategy"]
+    rows = judged(found, max_n)
+    for o, predicted, error in sorted(rows, key=lambda r: (r[0].setting.zipf_alpha, r[0].strategy, r[0].n)):
+        lines.append(f"  zipf {o.setting.zipf_alpha:g} {o.strategy} N={o.n}: measured {o.rate:.1f}, predicted "
+                     f"{predicted:.1f} examples/sec ({error:+.1%})")
+    for setting in sorted({o.setting for o in found}, key=lambda s: s.zipf_alpha):
+        same = [o for o in found if o.setting == setting]
+        fits = rec.fit_all(same, max_n)
+        kinds = {o.strategy: o.kind for o in same}
+        beta = statistics.median(o.link_bytes_per_s for o in same)
+        n = rec.crossover(fits, kinds, setting, beta, workers)
+        verdict = (f"crossover at N={n}: the parameter server is predicted ahead from there on" if n else
+                   "no crossover: the parameter server is predicted behind all-gather at every N")
+        lines.append(f"zipf {setting.zipf_alpha:g}, {beta * 8 / 1e6:.0f} Mbit/s: {verdict} "
+                     f"(N = {', '.join(map(str, workers))})")
+    errors = [abs(e) for _, _, e in rows]
+    lines.append(f"median abs error = {statistics.median(errors):.1%} over {len(errors)} held-out runs"
+                 if errors else "median abs error = n/a: no run with more workers than the fit's")
+    return lines
+
+
+def main(argv) -> int:
+    try:
+        if len(argv) != 2:
+            raise ConfigError("give one sweep directory: python -m tools.model recommender SWEEP_DIR")
+        if FLAGS.fit_max_workers < 1:
+            raise ConfigError(f"--fit_max_workers must be 1 or more, got {FLAGS.fit_max_workers}")
+        try:
+            workers = sorted({int(n) for n in FLAGS.crossover_workers})
+        except ValueError:
+            raise ConfigError(f"--crossover_workers takes worker counts, got "
+                              f"{','.join(FLAGS.crossover_workers)}") from None
+        if not workers or workers[0] < 2:
+            raise ConfigError("--crossover_workers must be 2 or more workers each")
+        found, skipped = observations(argv[1])
+    except ConfigError as e:
+        print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print("\n".join(render(found, FLAGS.fit_max_workers, workers)))
+    for run_id, why in skipped:
+        print(f"not used: {run_id}: {why}")
+    return 0
