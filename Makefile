@@ -124,14 +124,14 @@ latency: setup
 	$(PY) -m tools.report.latency $$d
 
 # Embedding tables: a recommender (DLRM-like, Zipf ids) under a synchronous parameter server with a
-# ps on every host, MWMS and Horovod, 2-8 one-core workers on 100 Mbit links, two id skews; the
+# ps on every host, MWMS and Horovod, 2-8 one-core workers on 10 Mbit links, two id skews; the
 # report says where the parameter server overtakes all-gather, and why (rows, bytes, step split):
 # 18 points, ~15 min on 2 cores (docs/performance-model.md). Not part of make test.
 dlrm: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S)
 
 # The recommender's step model judged where it never looked: MWMS and Horovod at 1-16 workers, a
-# synchronous parameter server with a ps per host at 1-12, on 20 Mbit links; fits on N <= 4 and
+# synchronous parameter server with a ps per host at 1-12, on 10 Mbit links; fits on N <= 4 and
 # prints each held-out run's error, the crossover and `median abs error = X%`: 17 points, ~30 min
 # on 2 cores, at most 17 GB (docs/performance-model.md). Not part of make test.
 dlrm-scale: setup

@@ -1,5 +1,7 @@
 """The recommender's step model (tfbench.perfmodel.recommender): its bytes against the sparse laws
 by hand, a fit that recovers the parameters it was made from, and the crossover it finds."""
+import dataclasses
+
 import pytest
 
 from tfbench.perfmodel import recommender as rec
@@ -60,3 +62,16 @@ def test_the_crossover_is_where_the_parameter_server_stays_ahead():
 
 def test_rows_per_worker_follow_the_law():
     assert SETTING.rows_per_worker() == pytest.approx(sparse.expected_unique_tables((100_000,) * 8, 0.6, 512))
+
+
+def test_refits_spread_with_the_runs_own_spread():
+    truth = rec.Fit("horovod", 0.040, 0.0, 0.015, 0.6, ())
+    exact = synthetic(truth, rec.ALL_GATHER, (1, 2, 4))
+    tight = rec.refits(exact, draws=100)
+    loose = rec.refits([dataclasses.replace(o, step_ci_s=0.2 * o.step_s) for o in exact], draws=100)
+
+    def spread(fits):
+        rates = [f.rate(rec.ALL_GATHER, 16, SETTING, BETA) for f in fits]
+        return (max(rates) - min(rates)) / truth.rate(rec.ALL_GATHER, 16, SETTING, BETA)
+
+    assert 0 < spread(tight) < spread(loose)

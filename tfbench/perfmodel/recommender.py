@@ -83,6 +83,7 @@ class Observation:
     compute_s: float  # the step split's compute part
     link_bytes_per_s: float  # beta: the emulated links' probed rate (one way)
     setting: Setting
+    step_ci_s: float = 0.0  # the 95% half-width of the run's mean step (its own steps' spread)
 
     @property
     def rate(self) -> float:
@@ -127,6 +128,24 @@ def fit(observations: Sequence[Observation]) -> Fit:
     inverse_eta = max(inverse_eta, 1.0)  # no protocol beats the line rate
     overhead = float(np.mean(rest - inverse_eta * x))
     return Fit(obs[0].strategy, float(c0), float(c1), overhead, 1.0 / inverse_eta, sorted({o.n for o in obs}))
+
+
+def refits(observations: Sequence[Observation], draws: int = 200, seed: int = 20261127) -> List[Fit]:
+    """The fit of one strategy's runs redone on `draws` copies whose step and compute times are
+    drawn about the measured ones with each run's own spread (its 95% half-width / 1.96, at least
+    2% of its mean step: runs repeated on this shared machine move by that much): the spread of
+    the fitted parameters that the runs' own variation allows."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(draws):
+        copies = []
+        for o in observations:
+            sigma = max(o.step_ci_s / 1.96, 0.02 * o.step_s)
+            step = max(1e-6, o.step_s + rng.normal(0.0, sigma))
+            compute = max(0.0, o.compute_s + rng.normal(0.0, sigma * o.compute_s / o.step_s))
+            copies.append(dataclasses.replace(o, step_s=step, compute_s=compute))
+        out.append(fit(copies))
+    return out
 
 
 def fit_all(observations: Sequence[Observation], max_n: int) -> Dict[str, Fit]:

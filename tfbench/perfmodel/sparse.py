@@ -22,6 +22,7 @@ traffic per worker stays u, and its ps hosts share N u, the busiest one holding 
 """
 from __future__ import annotations
 
+import functools
 from typing import List, Sequence
 
 import numpy as np
@@ -29,12 +30,14 @@ import numpy as np
 INDEX_BYTES = 8
 
 
+@functools.lru_cache(maxsize=64)
 def zipf_probabilities(rows: int, alpha: float) -> np.ndarray:
     """p_i of rows 0..rows-1 under Zipf(alpha) (alpha = 0: uniform)."""
     weights = np.arange(1, rows + 1, dtype=np.float64) ** -float(alpha)
     return weights / weights.sum()
 
 
+@functools.lru_cache(maxsize=4096)
 def expected_unique(rows: int, alpha: float, draws: float, lo: int = 0, hi: int = -1) -> float:
     """E[distinct rows among `draws` ids] of one table, over rows [lo, hi) (default: all)."""
     p = zipf_probabilities(rows, alpha)[lo:(rows if hi < 0 else hi)]

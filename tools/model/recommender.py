@@ -49,9 +49,10 @@ def observation(run: Run):
     setting = rec.Setting(tuple(workload["rows"]), int(workload["embedding_dim"]), int(workload["ids_per_feature"]),
                           float(workload["zipf_alpha"]), int(run.config["batch_size"]),
                           4.0 * float(workload["dense_params"]))
+    stats = cluster["stats"]
     return rec.Observation(run.run_id, kind, str(run.config.get("strategy")), int(run.config["num_workers"]),
-                           float(cluster["stats"]["mean_s"]), float(split["compute"]),
-                           float(link["beta_bps"]) / 8, setting), ""
+                           float(stats["mean_s"]), float(split["compute"]), float(link["beta_bps"]) / 8, setting,
+                           float(stats.get("ci95_s") or 0.0)), ""
 
 
 def observations(path: str) -> Tuple[List[rec.Observation], List[Tuple[str, str]]]:

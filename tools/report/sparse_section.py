@@ -16,7 +16,7 @@ from tools.report.summary import fmt, table
 HEADERS = ["strategy", "workers", "setting", "examples/sec", "unique rows per worker step",
            "rows' bytes per step (rule)", "busiest host's link tx / rx per step", "compute / communication / "
            "waiting ms"]
-SETTING_KEYS = ("zipf_alpha", "batch_size", "embedding_rows", "embedding_tables", "link_bandwidth", "ps_sync")
+SETTING_KEYS = ("zipf_alpha", "batch_size", "embedding_rows", "embedding_tables", "link_bandwidth")
 
 
 def sparse_of(point: Point) -> Optional[Dict]:
