@@ -137,7 +137,8 @@ def test_no_import_circles_between_modules_or_folders():
 def test_the_checker_sees_lazy_imports_and_circles():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = imports(modules())
-    assert "strategies.parameter_server.sync" in graph["strategies.parameter_server.coordinator"]  # imported inside a method
+    # imported inside a method
+    assert "strategies.parameter_server.sync" in graph["strategies.parameter_server.coordinator"]
 
 
 def test_tools_holds_packages_by_job():

@@ -98,7 +98,8 @@ def test_a_failed_record_and_a_merged_one_are_documented(tmp_path):
                             {"resources": monitor_summary(["worker_0", "worker_1"]), "launcher": "slurm",
                              "slurm_job_id": "7", "slurm_job_state": "FAILED", "slurm_exit_code": "1:0",
                              "slurm_task_nodes": {"worker_0": "n1"}}, 1.0, StatusLine(io.StringIO()))
-    assert failed.cluster_record["status"] == "failed" and failed.cluster_record["schema_version"] == records.SCHEMA_VERSION
+    assert failed.cluster_record["status"] == "failed"
+    assert failed.cluster_record["schema_version"] == records.SCHEMA_VERSION
     merge.merge(rundir.RunDir(run.path), "kubernetes")
     assert undocumented_in_run(run.path) == []
 

@@ -27,7 +27,8 @@ NOT_A_STRATEGY = re.compile(r"(==|!=)\s*[\"']default[\"']")
 def branches(line: str) -> bool:
     if not COMPARISON.search(line):
         return False
-    return "strategy" in line or not NOT_A_STRATEGY.search(line) or bool(COMPARISON.search(NOT_A_STRATEGY.sub("", line)))
+    return ("strategy" in line or not NOT_A_STRATEGY.search(line)
+            or bool(COMPARISON.search(NOT_A_STRATEGY.sub("", line))))
 
 
 def test_no_module_compares_a_strategy_name_outside_the_table():

@@ -92,8 +92,8 @@ def emulated_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[st
         lines.append(f"  host {name}: namespace {netns.ns_name(KEY, name)}, {links.HOST_IFACE} {address[name]}, "
                      f"joined to port {name} of {links.BRIDGE}")
     lines.append(f"links: {_shaping(config)}")
-    lines.append("then the link probe (cluster.net.link_probe) measures round trip, alpha, beta and one TCP stream each "
-                 "way between h0 and h1, refuses links that are not what was asked for, and records them")
+    lines.append("then the link probe (cluster.net.link_probe) measures round trip, alpha, beta and one TCP stream "
+                 "each way between h0 and h1, refuses links that are not what was asked for, and records them")
     plan = with_hosts(plan, address)
     envs = _rank_envs(plan, bridge) if plan.traits.ranks else {}
     command_for = default_command(run)

@@ -7,8 +7,9 @@ Every host link is shaped in both directions with tbf: egress of the host's eth0
 the host sends, egress of its switch port what it receives. tbf keeps its rate in a 32-bit
 bytes/s field, so a faster link cannot be shaped and validation refuses one (an empty
 --link_bandwidth asks for unshaped veth, bounded by the CPU); the rate measured at setup
-(cluster.net.link_facts) is what the run really had. This kernel has no sch_netem, so a delayed network's links are TAP pairs
-instead of veth pairs (cluster.net.taps), shaped the same way, and one user-space process
+(cluster.net.link_facts) is what the run really had. This kernel has no sch_netem, so a delayed
+network's links are TAP pairs instead of veth pairs (cluster.net.taps), shaped the same way, and
+one user-space process
 (cluster.net.delay_line) delays what each host sends; build() returns the handle that stops it.
 """
 from __future__ import annotations

@@ -102,7 +102,8 @@ def main(argv) -> int:
     while len(argv) > 2 and argv[1] in ("--hostname", "--hosts"):
         options[argv[1]], argv = argv[2], [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m cluster.net.netns_exec NAME [--hostname H] [--hosts FILE] -- COMMAND...", file=sys.stderr)
+        print("usage: python -m cluster.net.netns_exec NAME [--hostname H] [--hosts FILE] -- COMMAND...",
+              file=sys.stderr)
         return 2
     try:
         enter(argv[0])

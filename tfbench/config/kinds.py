@@ -44,7 +44,8 @@ class Kind:
     engine_nodes: bool = False  # an engine places the tasks on nodes of its own, whose cores are theirs
     ranks_in_one_group: bool = False  # Horovod ranks start as one process group (horovodrun)
     max_nodes: int = 0  # nodes it can make (0: no limit of its own)
-    refusals: Mapping[str, str] = dataclasses.field(default_factory=dict)  # flag -> why this kind refuses it, beyond WHERE
+    # flag -> why this kind refuses it, beyond WHERE
+    refusals: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def restarts_tasks(self) -> bool:

@@ -51,7 +51,8 @@ class Traits:
     all_reduce: bool = False  # gradients all-reduced among workers (2(N-1)/N |w| per host and step)
     knobs: Tuple[Knob, ...] = ()
     tune_grid: Mapping[str, tuple] = dataclasses.field(default_factory=dict)  # --tune: knob -> values tried
-    not_on: Mapping[str, str] = dataclasses.field(default_factory=dict)  # launch kind -> why the strategy cannot run there
+    # launch kind -> why the strategy cannot run there
+    not_on: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def multi_task(self) -> bool:
