@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from tfbench.perfmodel import recommender as rec
-from tfbench.perfmodel import sparse
+from tfbench.perfmodel import shards, sparse
 
 SETTING = rec.Setting(table_rows=(100_000,) * 8, embedding_dim=16, ids_per_feature=1, zipf_alpha=0.6,
                       batch_size=512, dense_bytes=4 * 20_000)
@@ -27,11 +27,20 @@ def test_all_gather_bytes_grow_with_the_workers_and_a_sharded_ps_grows_with_its_
 
 
 def test_the_hottest_shard_makes_a_skewed_parameter_server_busier():
+    """min_size splits each 6.4 MB table in 8 parts placed round-robin after the 6 variables of the
+    bottom MLP: every table's first part, which holds its hottest rows, lands on ps 6."""
     skewed = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 1.2})
-    flat = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 0.0})
-    shards = skewed.rows_per_shard(8)
-    assert shards[0] == max(shards) and shards[0] > 3 * sum(shards[1:]) / 7
-    assert max(flat.rows_per_shard(8)) / min(flat.rows_per_shard(8)) == pytest.approx(1.0, abs=0.02)
+    placed = shards.place(skewed.variables(), 8, "min_size")
+    firsts = {p.shard for p in placed.pieces if p.variable.name.endswith("/part_0") and "table" in p.variable.name}
+    assert firsts == {6}
+    rows = skewed.rows_per_shard(8)
+    assert rows.index(max(rows)) == 6 and rows[6] > 3 * (sum(rows) - rows[6]) / 7
+    assert sum(rows) == pytest.approx(skewed.rows_per_worker())
+    flat = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 0.0}).rows_per_shard(8)
+    assert max(flat) / min(flat) == pytest.approx(1.0, abs=0.02)
+    # 20,000-row tables (1.28 MB) split in 5: their first parts land on 8 different ps
+    spread = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 1.2, "table_rows": (20_000,) * 8}).rows_per_shard(8)
+    assert max(spread) / min(spread) < 1.2
 
 
 def synthetic(truth: rec.Fit, kind: str, ns):

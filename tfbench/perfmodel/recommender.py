@@ -11,10 +11,12 @@ One synchronous step at N workers of one core each:
   slope fits to about 0);
 - b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse):
   all-gather, 2(N-1)/N |w_dense| + (N-1) u (row + 8); a parameter server with a ps on every host
-  (k = N, every table sharded over all of them), the most any host sends or receives: its worker's
-  pushes and pulls to the other hosts, (N-1)/N (|w_dense| + u (row + 8)), plus what its ps serves
-  the N - 1 other workers, (N-1)/N (|w_dense| + r_j (row + 8)) with r_j the rows of its shards all
-  workers touch (the hottest rows sit on one shard);
+  (k = N), the most any host sends or receives: its worker's pushes and pulls to the other hosts,
+  (N-1)/N (|w_dense| + u (row + 8)), plus what its ps serves the N - 1 other workers,
+  (N-1)/N |w_dense| + (N-1) r_j (row + 8) with r_j the rows of the table shards on ps j one
+  worker's batch touches: the model's variables split by the run's partitioner and placed
+  round-robin as TensorFlow places them (tfbench.perfmodel.shards), each shard's rows counted by
+  the sparse law (a table's hottest rows are its first: its first shard is its busiest);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
   the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
   on the ps), fitted by least squares on t - c(N) = o + (1/eta) b(N)/beta over the fitted runs.
@@ -25,11 +27,11 @@ it never saw (validate).
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import sparse
+from tfbench.perfmodel import shards, sparse
 
 PS, ALL_GATHER = "parameter_server", "all-gather"
 
@@ -44,6 +46,11 @@ class Setting:
     zipf_alpha: float
     batch_size: int
     dense_bytes: float  # the MLPs' parameters x 4
+    dense_features: int = 13
+    bottom: Tuple[int, ...] = (64, 32)  # the MLPs' hidden layers (tfbench.workloads.recommender)
+    top: Tuple[int, ...] = (64, 32)
+    partitioner: str = "min_size"  # how a parameter server splits the variables (--ps_partitioner)
+    min_shard_bytes: int = shards.MIN_SHARD_BYTES
 
     @property
     def row_bytes(self) -> float:
@@ -53,10 +60,34 @@ class Setting:
         """E[distinct rows one worker's step touches], all tables."""
         return sparse.expected_unique_tables(self.table_rows, self.zipf_alpha, self.batch_size * self.ids_per_feature)
 
-    def rows_per_shard(self, shards: int) -> List[float]:
-        """E[distinct rows of each ps's shards one worker's step touches]."""
-        return sparse.expected_rows_per_shard(self.table_rows, self.zipf_alpha,
-                                              self.batch_size * self.ids_per_feature, shards)
+    def variables(self) -> List[shards.Variable]:
+        """The model's variables in the order tf_keras creates them (tfbench.models.dlrm): the bottom
+        MLP's kernels and biases, the tables, the top MLP's."""
+        out: List[shards.Variable] = []
+
+        def dense(name: str, widths: Sequence[int]) -> None:
+            for i, (a, b) in enumerate(zip(widths, widths[1:])):
+                out.extend([shards.Variable(f"{name}_{i}/kernel", (a, b)), shards.Variable(f"{name}_{i}/bias", (b,))])
+
+        dense("bottom", [self.dense_features, *self.bottom, self.embedding_dim])
+        out += [shards.Variable(f"table_{t}/embeddings", (rows, self.embedding_dim))
+                for t, rows in enumerate(self.table_rows)]
+        n = len(self.table_rows) + 1
+        dense("top", [self.embedding_dim + n * (n - 1) // 2, *self.top, 1])
+        return out
+
+    def rows_per_shard(self, num_ps: int) -> List[float]:
+        """E[distinct rows one worker's step touches on each ps], the tables split and placed as
+        TensorFlow's partitioner and round-robin placer put them."""
+        placed = shards.place(self.variables(), num_ps, self.partitioner, self.min_shard_bytes)
+        draws, out = self.batch_size * self.ids_per_feature, [0.0] * num_ps
+        for t, rows in enumerate(self.table_rows):
+            start = 0
+            for piece in [p for p in placed.pieces if p.variable.name.startswith(f"table_{t}/")]:
+                end = start + piece.variable.shape[0]
+                out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
+                start = end
+        return out
 
 
 def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:

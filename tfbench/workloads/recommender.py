@@ -87,7 +87,7 @@ class RecommenderWorkload(Workload):
         return {"tables": len(rows), "rows": list(rows), "embedding_dim": config.embedding_dim,
                 "ids_per_feature": config.ids_per_feature, "zipf_alpha": config.zipf_alpha,
                 "dense_features": config.dense_features, "table_bytes": self.table_bytes(config),
-                "dense_params": self.dense_params(config),
+                "dense_params": self.dense_params(config), "bottom_mlp": list(self.bottom), "top_mlp": list(self.top),
                 **({"preset": "Criteo Kaggle (facebookresearch/dlrm)", "embedding_scale": config.embedding_scale}
                    if self.criteo else {})}
 

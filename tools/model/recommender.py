@@ -44,11 +44,15 @@ def observation(run: Run):
         return None, "no probed link (not on emulated hosts)"
     if "compute" not in split:
         return None, "no step split"
-    traits = strategy_traits.get(run.config.get("strategy"))
+    traits, config = strategy_traits.get(run.config.get("strategy")), run.config
     kind = rec.PS if traits.has_ps else rec.ALL_GATHER
+    if traits.has_ps and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
+        return None, "the model's parameter server has a ps on every worker's host, placed round-robin"
     setting = rec.Setting(tuple(workload["rows"]), int(workload["embedding_dim"]), int(workload["ids_per_feature"]),
-                          float(workload["zipf_alpha"]), int(run.config["batch_size"]),
-                          4.0 * float(workload["dense_params"]))
+                          float(workload["zipf_alpha"]), int(config["batch_size"]), 4.0 * float(workload["dense_params"]),
+                          int(workload["dense_features"]), tuple(workload.get("bottom_mlp", (64, 32))),
+                          tuple(workload.get("top_mlp", (64, 32))), str(config.get("ps_partitioner", "min_size")),
+                          int(config.get("ps_min_shard_bytes") or 256 << 10))
     stats = cluster["stats"]
     return rec.Observation(run.run_id, kind, str(run.config.get("strategy")), int(run.config["num_workers"]),
                            float(stats["mean_s"]), float(split["compute"]), float(link["beta_bps"]) / 8, setting,
