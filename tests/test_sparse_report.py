@@ -37,3 +37,16 @@ def test_a_parameter_server_that_never_wins_is_said_so(tmp_path):
 def test_no_tables_no_section(tmp_path):
     write_run(str(tmp_path), "r", "multi_worker_mirrored", 2, 0.1)
     assert sparse_section.section(points_of(tmp_path)) == []
+
+
+def test_a_ps_per_worker_is_one_line_across_worker_counts(tmp_path):
+    from tools.report import plot_lines
+
+    for n in (2, 4):
+        write_run(str(tmp_path), f"ps-{n}", "parameter_server", n, 0.2, extra_config={**RECOMMENDER, "num_ps": n})
+        write_run(str(tmp_path), f"mwms-{n}", "multi_worker_mirrored", n, 0.1, extra_config=RECOMMENDER)
+    points = points_of(tmp_path)
+    assert plot_lines.ps_per_worker(points)
+    (panel,) = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=(), primary="strategy")
+    assert sorted((line.label, len(line.points)) for line in panel.lines) == [("multi_worker_mirrored", 2),
+                                                                              ("parameter_server", 2)]

@@ -66,6 +66,8 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
     (ps_sync=True)" next to a plain "horovod").
     """
     hidden = {k for key in (x, *panel_keys) for k in (key, *ALIASES.get(key, ()))}
+    if x == SCALE and ps_per_worker(points):
+        hidden.add("num_ps")  # a ps on every worker's host: the ps count restates the workers
     keys = [k for k in varying(points, exclude=sorted(hidden)) if k != primary]
     by_panel: Dict[Tuple, Dict[Tuple, List[Point]]] = {}
     for p in points:
@@ -91,6 +93,13 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
         title = ", ".join(_PANEL_TITLES.get(k, lambda v, k=k: f"{k}={_value(v)}")(first.get(k)) for k in panel_keys)
         result.append(Panel(title, drawn, tuple(_order(first.get(k), k) for k in panel_keys)))
     return sorted(result, key=lambda panel: panel.order)
+
+
+def ps_per_worker(points: Sequence[Point]) -> bool:
+    """Every parameter-server point has as many ps as workers, at more than one worker count."""
+    ps = [p.config for p in points if strategy_traits.get(p.config.get("strategy")).has_ps]
+    return (len({c.get("num_workers") for c in ps}) > 1
+            and all(c.get("num_ps") == c.get("num_workers") for c in ps))
 
 
 def _label_keys(panel_lines: List[List[List[Point]]], primary: str, keys: Sequence[str]) -> Dict[str, List[str]]:

@@ -114,7 +114,8 @@ def line_figure(groups: List[plot_lines.Panel], *, title: str, xlabel: str, ylab
         handles.append(Line2D([], [], color="gray", linestyle="--", label="ideal: N × the line's 1-worker rate"))
     if percent:
         handles.append(Line2D([], [], color="gray", linestyle=":", label="100% = linear scaling"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8)
+    columns = 3 if max(len(h.get_label()) for h in handles) <= 36 else 2  # long labels: fewer, wider columns
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(columns, len(handles)), fontsize=8)
     fig.suptitle(title, fontsize=11)
     return fig
 
