@@ -119,6 +119,6 @@ def test_run_records_startup_phases_in_order_and_flops(clusters):
     marks = task["startup"]["marks"]
     assert list(sorted(marks, key=marks.get)) == list(startup.PHASES)
     assert task["startup"]["total_s"] > 0
-    assert task["flops"]["train_per_image"] > 0 and task["flops"]["achieved_flops_per_s"] > 0
+    assert task["flops"]["train_per_example"] > 0 and task["flops"]["achieved_flops_per_s"] > 0
     assert task["precision"] == "fp32"
     assert "FLOP/s = " in out and "start-up " in out
