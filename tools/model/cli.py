@@ -11,6 +11,11 @@ Verbs:
   cluster   the same from your own measurements (python -m tools.model cluster FILE.csv)
   scale     fit a sweep's runs with <= 4 workers, predict its 8-16 (`make model-scale`): error per N
             and strategy, its trend per doubling of N, the median error
+  cheapest  the cheapest node count and strategy reaching --target_rate images/sec at a stated price
+
+Every prediction carries its interval (`predicted [low, high]`, with its level); every verb
+prints a table, plain CSV or JSON, and with --price_per_node_hour or --watts_per_node the cost
+and energy per image of every rate.
 
 `python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
 the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
@@ -24,7 +29,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext
-from tools.model import fit, predict, published, report, scale
+from tools.model import cheapest, fit, predict, published, report, scale
 
 
 class Verb(NamedTuple):
@@ -44,6 +49,7 @@ VERBS: Dict[str, Verb] = {
     "cluster": Verb(published.__doc__, published.help_groups, published.define_flags,
                     published.cluster_main),
     "scale": Verb(scale.__doc__, scale.help_groups, scale.define_flags, scale.main),
+    "cheapest": Verb(cheapest.__doc__, cheapest.help_groups, cheapest.define_flags, cheapest.main),
 }
 
 

@@ -66,7 +66,7 @@ def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None)
         f"link alpha = {link.link.alpha_s * 1e3:.3f} ms per message, {link.alpha_source}",
         f"link beta = {link.link.beta / 1e6:.1f} MB/s each direction, {link.beta_source}",
         f"share of beta the strategy's protocol gets = {facts['share'][0]:.3f}, {facts['share'][1]}",
-        "network core: " + (f"{f.fabric_capacity:g} Gbit/s aggregate (given)" if f.fabric_capacity else
+        "network core: " + (f"{f.fabric_capacity:g} Gbit/s aggregate (given); {core_binds(s)}" if f.fabric_capacity else
                              f"oversubscribed {f.oversubscription:g}:1 (given)" if f.oversubscription else
                              "full bisection (assumed: give --fabric_capacity or --oversubscription)"),
         f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "
@@ -93,6 +93,14 @@ def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, com
         shard_variables=placed.shard_variables if placed is not None else None,
         devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=chi, phi=f.overlap_phi,
         per_message_s=f.per_message_us / 1e6, sigma_s=f.compute_cv * compute_s, fabric=fabric)
+
+
+def core_binds(s: prediction.Setting) -> str:
+    """From how many nodes the given core, not the host links, sets the communication."""
+    k_of = (lambda nodes: nodes) if FLAGS.ps_per_worker else (lambda nodes: FLAGS.num_ps or 1)  # noqa: E731
+    n = sync_step.core_binds_at(s.w_bytes, s.link, k_of, s.ps_placement, s.extra,
+                                ring_strategy=s.strategy != "parameter_server")
+    return f"it binds from {n} nodes on" if n else "it never binds before the host links do"
 
 
 def _with(facts: dict, values: Dict[str, float]) -> dict:
@@ -183,7 +191,7 @@ class Model:
 
     def rows(self, counts: List[int], facts: dict, refits: List[dict], data: Optional[dict], prices: cost.Prices):
         """(header lines, rows, columns) of the asked worker counts."""
-        scatter = spread_lib.Scatter.from_dict(data["spread"]["scatter"]) if refits else None
+        scatter = scatter_of(data, refits)
         rate_1 = self.rate(1, facts)
         rows = []
         for n in counts:
@@ -200,6 +208,11 @@ class Model:
         lines = header(self.setting(last, facts), self.counted, facts, self.placed(self.num_ps(last)))
         lines += interval_lines(facts, refits, data) + ([pricing.line(prices)] if prices.given else [])
         return lines, rows, columns(FLAGS.strategy, prices)
+
+
+def scatter_of(data: Optional[dict], refits: List[dict]) -> Optional[spread_lib.Scatter]:
+    """The scatter the parameters file keeps with its refits (None without refits)."""
+    return spread_lib.Scatter.from_dict(data["spread"]["scatter"]) if refits else None
 
 
 def columns(strategy: str, prices: cost.Prices) -> List[Column]:
