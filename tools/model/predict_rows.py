@@ -189,8 +189,10 @@ class Model:
         separate = self.num_ps(n) if FLAGS.strategy == "parameter_server" and FLAGS.ps_placement == SEPARATE else 0
         return cost.nodes(n, FLAGS.devices_per_node, separate)
 
-    def rows(self, counts: List[int], facts: dict, refits: List[dict], data: Optional[dict], prices: cost.Prices):
-        """(header lines, rows, columns) of the asked worker counts."""
+    def rows(self, counts: List[int], facts: dict, refits: List[dict], data: Optional[dict], prices: cost.Prices,
+             unit: cost.Unit = cost.IMAGES):
+        """(header lines, rows, columns) of the asked worker counts; the rate and cost columns
+        are named after the unit of work (unit.rate, unit.usd, unit.joules)."""
         scatter = scatter_of(data, refits)
         rate_1 = self.rate(1, facts)
         rows = []
@@ -199,15 +201,15 @@ class Model:
             gb = lambda v: None if v is None else v / 1e9  # noqa: E731
             rows.append({"num_workers": n, "step_ms": p.step_s * 1e3, "compute_ms": p.compute_s * 1e3,
                          "communication_ms": p.communication_s * 1e3, "apply_ms": p.apply_s * 1e3,
-                         "overhead_ms": p.overhead_s * 1e3, "images_per_sec": self.interval(n, facts, refits, scatter),
+                         "overhead_ms": p.overhead_s * 1e3, unit.rate: self.interval(n, facts, refits, scatter),
                          "scaling_efficiency": p.images_per_sec / (n * rate_1), "bottleneck": p.bottleneck,
                          "updates_per_sec": p.updates_per_sec, "algbw_GBps": gb(p.algbw), "busbw_GBps": gb(p.busbw),
                          "nodes": self.nodes(n)})
-        pricing.add(rows, prices, "images_per_sec")
+        pricing.add(rows, prices, unit.rate, unit=unit)
         last = max(counts)
         lines = header(self.setting(last, facts), self.counted, facts, self.placed(self.num_ps(last)))
         lines += interval_lines(facts, refits, data) + ([pricing.line(prices)] if prices.given else [])
-        return lines, rows, columns(FLAGS.strategy, prices)
+        return lines, rows, columns(FLAGS.strategy, prices, unit)
 
 
 def scatter_of(data: Optional[dict], refits: List[dict]) -> Optional[spread_lib.Scatter]:
@@ -215,10 +217,10 @@ def scatter_of(data: Optional[dict], refits: List[dict]) -> Optional[spread_lib.
     return spread_lib.Scatter.from_dict(data["spread"]["scatter"]) if refits else None
 
 
-def columns(strategy: str, prices: cost.Prices) -> List[Column]:
+def columns(strategy: str, prices: cost.Prices, unit: cost.Unit = cost.IMAGES) -> List[Column]:
     names = [Column("num_workers", NUMBER, 0), Column("step_ms"), Column("compute_ms"), Column("communication_ms"),
-             Column("apply_ms"), Column("overhead_ms"), Column("images_per_sec", INTERVAL),
+             Column("apply_ms"), Column("overhead_ms"), Column(unit.rate, INTERVAL),
              Column("scaling_efficiency", NUMBER, 3), Column("bottleneck", TEXT)]
     names += ([Column("updates_per_sec")] if strategy == "parameter_server"
               else [Column("algbw_GBps", NUMBER, 3), Column("busbw_GBps", NUMBER, 3)])
-    return names + ([Column("nodes", NUMBER, 0)] + pricing.columns(prices) if prices.given else [])
+    return names + ([Column("nodes", NUMBER, 0)] + pricing.columns(prices, unit=unit) if prices.given else [])
