@@ -27,9 +27,10 @@ TRUE = {"parameter_server_sync": {"overhead": 0.030, "share": 1.0, "chi": 0.4, "
 
 @pytest.fixture(autouse=True)
 def few_refits(monkeypatch):
-    """Validation refits every fit for its intervals: 20 refits here (test_perfmodel_intervals
-    checks the intervals themselves)."""
+    """Validation refits every fit for its intervals: 20 and 20 pilot refits here
+    (test_perfmodel_intervals checks the intervals themselves)."""
     monkeypatch.setattr(spread_lib, "REPLICATES", 20)
+    monkeypatch.setattr(spread_lib, "PILOT", 20)
 
 
 def true_setting(strategy, link, sync=True):

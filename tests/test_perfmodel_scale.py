@@ -24,9 +24,10 @@ Row = scale_lib.Row
 
 @pytest.fixture(autouse=True)
 def few_refits(monkeypatch):
-    """Every fit is refitted for its intervals: 20 refits here (test_perfmodel_intervals checks
-    the intervals themselves)."""
+    """Every fit is refitted for its intervals: 20 and 20 pilot refits here (test_perfmodel_intervals
+    checks the intervals themselves)."""
     monkeypatch.setattr(spread_lib, "REPLICATES", 20)
+    monkeypatch.setattr(spread_lib, "PILOT", 20)
 
 
 def test_the_error_is_relative_to_the_measured_rate_and_absent_without_a_prediction():

@@ -123,8 +123,8 @@ def interval_lines(facts: dict, refits: List[dict], data: Optional[dict]) -> Lis
     if refits:
         scatter = data["spread"]["scatter"]
         lines.append(f"interval: {intervals.LEVEL:.0%}, from {len(refits)} refits of the fit (--params) and a new "
-                     f"run's scatter of {math.expm1(scatter['scale']):.1%} about them (leave-one-out over "
-                     f"{len(scatter['errors'])} runs; {data['spread']['method']})")
+                     f"run's scatter of {math.expm1(scatter['scale']):.1%} about them (the residuals of "
+                     f"{len(scatter['errors'])} runs adjusted for leverage; {data['spread']['method']})")
     elif FLAGS.params:
         lines.append("interval: the parameters file keeps no refits (fitted before tfbench kept them): no spread "
                      "from the fit")
