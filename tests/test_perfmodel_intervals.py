@@ -9,9 +9,8 @@ import math
 import numpy as np
 import pytest
 
-import test_perfmodel_fit as made
 from conftest import run_cli
-from tfbench.perfmodel import clusterfit, clusterspread, cost, intervals, shards
+from tfbench.perfmodel import clusterfit, clusterspread, cost, intervals, shards, synthetic
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import spread as spread_lib
@@ -51,48 +50,28 @@ def test_coverage_counts_points_inside_and_the_median_width():
 SIGMA = 0.05  # each synthetic run's rate scatters by 5% (log-normal) about the model's
 
 
-def noisy_sweep(rng):
-    return [o.scaled(math.exp(SIGMA * rng.standard_normal())) for o in made.sweep()]
-
-
 def test_the_bootstrap_covers_held_out_runs_at_about_its_level_and_holds_the_true_parameters(monkeypatch):
-    """Synthetic sweeps made by the model with a known parameter set and a known scatter: fitted on
-    N <= 2, each held-out 3-worker run (a fresh draw) inside its 90% interval about 90% of the time,
-    and each fitted parameter's 90% range over the refits holding the true value about as often."""
+    """Synthetic sweeps made by the model with a known parameter set and a known scatter
+    (tfbench.perfmodel.synthetic): fitted on N <= 2, fresh 3-worker runs inside their 90% intervals
+    about 90% of the time, the scatter found near the true one, and each fitted parameter's 90%
+    range over the refits holding the true value about as often. (`python -m tools.model
+    calibrate` runs the same with more sweeps and refits.)"""
     monkeypatch.setattr(spread_lib, "PILOT", 30)  # the leverages from 30 refits, the intervals from 40
-    rng = np.random.default_rng(7)
-    inside = total = 0
-    held_truth = {"overhead_s": 0, "duplex_chi": 0, "link_efficiency": 0}
-    sweeps = 12
-    for i in range(sweeps):
-        training = [o for o in noisy_sweep(rng) if o.num_workers < 3]
-        data, found = fit_lib.with_spread(training, replicates=40, seed=i)
-        for o in (o for o in made.sweep() if o.num_workers == 3):
-            iv = found.interval(lambda d, o=o: fit_lib.predicted_rate(d, o))
-            inside += iv.contains(o.images_per_sec * math.exp(SIGMA * rng.standard_normal()))
-            total += 1
-        ranges = {path: (lo, hi) for path, lo, hi in spread_lib.parameter_ranges(data)}
-        truth = {("overhead_s", "parameter_server_sync", "value_s"): ("overhead_s", 0.030),
-                 ("duplex_chi", "parameter_server_sync", "value"): ("duplex_chi", 0.4),
-                 ("link_efficiency", "multi_worker_mirrored", "value"): ("link_efficiency", 0.9)}
-        for path, (table, value) in truth.items():
-            lo, hi = ranges[path]
-            held_truth[table] += lo <= value <= hi
-    assert 0.75 <= inside / total <= 0.99, inside / total
-    assert all(count >= 0.6 * sweeps for count in held_truth.values()), held_truth
-    # the scatter recovers the runs' own: its scale near SIGMA, with fewer degrees of freedom than runs
-    assert 0.5 * SIGMA < found.scatter.scale < 2 * SIGMA and 1 <= found.scatter.dof < len(training)
+    found = synthetic.calibrate(SIGMA, sweeps=12, replicates=40, seed=7)
+    assert found["coverage"]["points"] == 72 and 0.75 <= found["coverage"]["inside"] <= 0.99, found
+    assert 0.5 * SIGMA < found["scale"] < 2 * SIGMA
+    assert all(count >= 0.6 * 12 for count in found["parameters"].values()), found["parameters"]
 
 
 def test_runs_without_scatter_give_intervals_as_narrow_as_their_own_error():
-    data, found = fit_lib.with_spread(made.sweep(), replicates=10)
-    o = made.record("parameter_server", 3, "100mbit", "x")
+    data, found = fit_lib.with_spread(synthetic.sweep(), replicates=10)
+    o = synthetic.observation("parameter_server", 3, "100mbit")
     iv = found.interval(lambda d: fit_lib.predicted_rate(d, o))
     assert iv.point == pytest.approx(o.images_per_sec, rel=1e-3) and iv.width < 1e-3
 
 
 def test_the_refits_travel_in_the_parameters_file_and_are_checked(tmp_path):
-    training = noisy_sweep(np.random.default_rng(3))
+    training = synthetic.sweep(SIGMA, np.random.default_rng(3))
     data, found = fit_lib.with_spread(training, replicates=12)
     path = str(tmp_path / "params.json")
     params_lib.save(path, data)

@@ -12,6 +12,7 @@ Verbs:
   scale     fit a sweep's runs with <= 4 workers, predict its 8-16 (`make model-scale`): error per N
             and strategy, its trend per doubling of N, the median error
   cheapest  the cheapest node count and strategy reaching --target_rate images/sec at a stated price
+  calibrate the coverage of the intervals on synthetic sweeps whose truth is known
 
 Every prediction carries its interval (`predicted [low, high]`, with its level); every verb
 prints a table, plain CSV or JSON, and with --price_per_node_hour or --watts_per_node the cost
@@ -29,7 +30,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext
-from tools.model import cheapest, fit, predict, published, report, scale
+from tools.model import calibrate, cheapest, fit, predict, published, report, scale
 
 
 class Verb(NamedTuple):
@@ -50,6 +51,7 @@ VERBS: Dict[str, Verb] = {
                     published.cluster_main),
     "scale": Verb(scale.__doc__, scale.help_groups, scale.define_flags, scale.main),
     "cheapest": Verb(cheapest.__doc__, cheapest.help_groups, cheapest.define_flags, cheapest.main),
+    "calibrate": Verb(calibrate.__doc__, calibrate.help_groups, calibrate.define_flags, calibrate.main),
 }
 
 
