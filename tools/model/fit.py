@@ -121,8 +121,13 @@ def describe(data: dict) -> str:
     if ranges:
         lines.append(f"each fitted number's {intervals.LEVEL:.0%} range over the fit's {len(data['spread']['replicates'])} "
                      "refits (a bootstrap over the runs): " + "; ".join(
-                         f"{'.'.join(str(k) for k in path)} {low:.4g}-{high:.4g}" for path, low, high in ranges))
+                         f"{'.'.join(str(k) for k in path)} {_number(low)}-{_number(high)}" for path, low, high in ranges))
     return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    """4 significant digits; a fitted value at its bound of 0 within rounding is 0."""
+    return "0" if abs(value) < 1e-12 else f"{value:.4g}"
 
 
 def strategy_line(key: str, data: dict, named: bool = True) -> str:
