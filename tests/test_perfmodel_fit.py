@@ -136,7 +136,7 @@ def test_fitted_parameters_file_round_trips_and_feeds_predict(tmp_path):
     params_lib.save(path, fit_lib.fit(sweep()))
     data = params_lib.load(path)
     obs = record("parameter_server", 3, "50mbit", "x")
-    assert fit_lib.predicted_step_s(obs, data) == pytest.approx(obs.step_s, rel=1e-3)
+    assert fit_lib.predicted_rate(data, obs) == pytest.approx(obs.images_per_sec, rel=1e-3)
     assert os.path.getsize(path) > 0
 
 

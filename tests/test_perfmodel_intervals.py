@@ -162,12 +162,16 @@ def test_the_cheapest_setting_reaching_a_rate():
     assert cost.cheapest(options, 1150.0, 2.0, sure=True) is None and cost.cheapest(options, 5000.0, 2.0) is None
 
 
-@pytest.mark.parametrize("flag", ["--price_per_node_hour=-1", "--price_per_node_hour=nan", "--watts_per_node=0",
-                                  "--watts_per_node=inf"])
-def test_bad_prices_exit_2_with_one_line(tmp_path, flag):
+@pytest.mark.parametrize("verb, flag", [
+    (["predict", "--compute_ms_per_image=1", "--link_bandwidth=1gbe"], "--price_per_node_hour=-1"),
+    (["predict", "--compute_ms_per_image=1", "--link_bandwidth=1gbe"], "--watts_per_node=inf"),
+    (["published"], "--price_per_node_hour=nan"),
+    (["cheapest", "--target_rate=100", "--compute_ms_per_image=1", "--link_bandwidth=1gbe"], "--watts_per_node=0"),
+])
+def test_bad_prices_exit_2_with_one_line(tmp_path, verb, flag):
     env = {"TFBENCH_MODEL_MEMORY_CACHE": str(tmp_path / "never-written.json")}
-    for verb in (["predict", "--compute_ms_per_image=1", "--link_bandwidth=1gbe"], ["published"]):
-        result = run_cli(*verb, flag, module="tools.model", env=env, timeout=120)
-        lines = result.stderr.strip().splitlines()
-        assert result.returncode == 2 and len(lines) == 1, result.stderr
-        assert lines[0].startswith("tfbench: error: --") and "must be a positive number" in lines[0]
+    result = run_cli(*verb, flag, module="tools.model", env=env, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"tfbench: error: {flag.split('=')[0]} must be a positive number"), lines[0]
+    assert not (tmp_path / "never-written.json").exists()

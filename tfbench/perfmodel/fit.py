@@ -122,11 +122,6 @@ def with_fitted(base: prediction.Setting, overhead_s: float, efficiency: float, 
                                extra=dataclasses.replace(base.extra, chi=chi))
 
 
-def predicted_step_s(o: Observation, data: dict, **override) -> Optional[float]:
-    s = setting(o, data, **override)
-    return None if s is None else prediction.point(s, o.num_workers).step_s
-
-
 def predicted_rate(data: dict, o: Observation) -> Optional[float]:
     """Images/sec the parameters predict for run `o` (None: a parameter is missing)."""
     s = setting(o, data)

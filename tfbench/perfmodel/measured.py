@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-# {strategy key: {parameter of predict's facts: (lowest, highest) fitted}}
+# {strategy key: {parameter of predict's facts: (lowest, highest) fitted}}: fits of three or more runs
 SHARES: Dict[str, Dict[str, Tuple[float, float]]] = {
-    "multi_worker_mirrored": {"share": (0.85, 0.92)},
-    "horovod": {"share": (0.88, 0.88)},
-    "parameter_server_sync": {"chi": (0.53, 0.72)},
+    "multi_worker_mirrored": {"share": (0.77, 0.92)},
+    "horovod": {"share": (0.90, 0.94)},
+    "parameter_server_sync": {"chi": (0.62, 0.83)},
 }
-SOURCE = ("fitted by make model (sweeps/model-20261125-220513, measured 2026-11-25 at 513bea1: MWMS share 0.92, "
-          "synchronous ps chi 0.68) and make model-scale (sweeps/model-scale-20261125-214302, 2026-11-25 at 70692ed: "
-          "MWMS 0.85, Horovod 0.88, synchronous ps chi 0.53 with one ps on its own host and 0.72 with k = N collocated)")
+SOURCE = ("fitted on 2026-11-27 by make model (sweeps/model-20261127-104509 at d6c2ade: MWMS share 0.92, synchronous "
+          "ps chi 0.62) and make model-scale (sweeps/model-scale-20261127-100614 at 7a3f2cf and "
+          "-110332 at 89b2f4c: MWMS 0.77 and 0.77, Horovod 0.90 and 0.94, synchronous ps chi 0.64 and 0.68 with one "
+          "ps on its own host, 0.77 and 0.83 with k = N collocated)")
 NAMES = {"share": "share of beta the protocol gets", "chi": "duplex chi"}
 
 
