@@ -10,6 +10,7 @@ intervals   an interval on a prediction, made from samples, and its coverage on 
 spread      the bootstrap over tfbench runs that gives a fit's predictions their intervals
 clusterspread  beta's range on measured scaling curves, the point rule, what would narrow them
 measured    the protocol shares tfbench measured, for predictions with no fit
+synthetic   runs made by the model itself, where the intervals' calibration can be checked
 cost        cost and energy per unit of work, and the cheapest setting reaching a rate
 render      the table, CSV and JSON that `python -m tools.model` prints
 
