@@ -86,7 +86,8 @@ network: setup
 
 # The performance model: a sweep on emulated hosts (PS vs MWMS, 1-3 workers, 50/100/200 Mbit/s),
 # then fit, validate on held-out runs and predict to 1024 workers; prints `median abs error = X%`
-# and writes <sweep>/model/summary.md with one plot per link: 18 points, ~5 min on 2 cores
+# and `coverage = X% of held-out points inside their 90% interval, median width Y%`, and writes
+# <sweep>/model/summary.md with one plot per link: 18 points, ~5 min on 2 cores
 # (docs/performance-model.md).
 model: setup
 	d=sweeps/model-$$(date +%Y%m%d-%H%M%S); \
@@ -96,7 +97,8 @@ model: setup
 # The performance model at 8-16 workers: PS (one ps on its own host; k = N shards collocated), MWMS
 # and Horovod on emulated hosts, LeNet 16 px on 5 Mbit/s links, 1-16 workers, and PS with 2 and 3 ps
 # at 4 workers; fits on N <= 4 and prints per strategy the error at 8, 12, 16 and its trend per
-# doubling of N, each ps host's bytes against its shards, then `median abs error = X%`:
+# doubling of N, each ps host's bytes against its shards, then `median abs error = X%` and the
+# coverage of the held-out runs by their 90% intervals with the intervals' median width:
 # 26 points, ~20 min on 2 cores, at most 9 GiB in use (docs/performance-model.md). Not part of make test.
 model-scale: setup
 	d=sweeps/model-scale-$$(date +%Y%m%d-%H%M%S); \

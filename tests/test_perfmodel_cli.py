@@ -152,7 +152,7 @@ BAD = [
     (["predict", "--link_bandwidth=fast", "--compute_ms_per_image=1"], "--link_bandwidth='fast' is not a rate"),
     (["predict", "--mode=forward", "--compute_ms_per_image=1"], "training steps only"),
     (["predict", "--ps_placement=rack", "--compute_ms_per_image=1"], "--ps_placement='rack' is unknown"),
-    (["predict", "--format=json", "--compute_ms_per_image=1"], "--format='json' is unknown"),
+    (["predict", "--format=xml", "--compute_ms_per_image=1"], "--format='xml' is unknown"),
     (["predict", "--params=/no/such/params.json"], "cannot read it"),
     (["predict", "--batch_size=x", "--compute_ms_per_image=1"], "batch_size"),
     (["predict", "--compute_ms_per_image=1"], "--link_bandwidth is empty (unshaped)"),
@@ -164,7 +164,9 @@ BAD = [
      "less than one image"),
     (["predict", "--link_bandwidth=1gbe", "--compute_ms_per_image=1", "--model=inception_v3", "--image_size=64"],
      "too small for inception_v3"),
-    (["published", "--format=json"], "--format='json' is unknown"),
+    (["published", "--format=xml"], "--format='xml' is unknown"),
+    (["published", "--point_rule=lucky"], "--point_rule='lucky' is unknown"),
+    (["cluster", "x.csv", "--link_ceiling=fast"], "--link_ceiling='fast' is not a rate"),
     (["cluster"], "give one CSV file"),
     (["cluster", "/no/such.csv"], "cannot read it"),
 ]
@@ -204,11 +206,16 @@ def test_predict_table_header_and_rows(cached_counts):
     assert "|w| = 102.3 MB: 25,583,592 trainable parameters in 214 variables" in out
     assert "stay fp32 under every --precision" in out and "given (--compute_ms_per_image)" in out
     assert "stated for 1gbe" in out and "--link_bandwidth=1gbe: 1 Gbit/s" in out and "assumptions:" in result.stderr
+    # an asynchronous ps was never fitted: no measured share to range over, and the header says so
+    assert "interval: none: nothing fitted and no measured protocol share for parameter_server_async" in out
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split()[:1] == ["num_workers"])
-    rows = [line.split() for line in lines[head + 1:]]
+    assert "images_per_sec [range]" in lines[head]
+    rows = [line.replace(", ", ",").split() for line in lines[head + 1:]]
     assert [r[0] for r in rows] == ["1", "16", "64", "256", "1024"]
-    assert rows[0][7] == "1.000" and rows[-1][8:11] == ["network", "at", "ps"]
+    assert rows[0][8] == "1.000" and rows[-1][9:12] == ["network", "at", "ps"]
+    point, ends = float(rows[-1][6]), rows[-1][7].strip("[]").split(",")
+    assert float(ends[0]) == float(ends[1]) == point
 
 
 def test_predict_csv_is_plain_csv_header_first_facts_on_stderr(cached_counts):
@@ -217,13 +224,33 @@ def test_predict_csv_is_plain_csv_header_first_facts_on_stderr(cached_counts):
     assert result.returncode == 0, result.stderr
     assert "multi_worker_mirrored (ring all-reduce); --num_ps ignored (parameter_server only)" in result.stderr
     assert "assumptions:" in result.stderr and "#" not in result.stdout
+    assert "share of beta the protocol gets 0.77-0.92 (and the assumed 1)" in result.stderr
     table = result.stdout.splitlines()
     columns = table[0].split(",")
     assert columns[0] == "num_workers" and {"images_per_sec", "bottleneck", "busbw_GBps"} <= set(columns)
+    assert {"images_per_sec_low", "images_per_sec_high", "interval_level"} <= set(columns)
     rows = [dict(zip(columns, line.split(","))) for line in table[1:]]
     assert [r["num_workers"] for r in rows] == ["1", "16", "64", "256", "1024"]
     assert float(rows[-1]["images_per_sec"]) > 1.5 * float(rows[-2]["images_per_sec"])
     assert rows[0]["busbw_GBps"] == "" and float(rows[1]["busbw_GBps"]) == pytest.approx(0.125, rel=0.01)
+    # no fit: the point assumes the line rate, the measured shares reach lower
+    last = rows[-1]
+    assert float(last["images_per_sec_low"]) < float(last["images_per_sec"]) == float(last["images_per_sec_high"])
+    assert last["interval_level"] == "range"
+
+
+def test_predict_json_with_cost_per_image(cached_counts):
+    result = model_cli(*HEADLINE, "--format=json", "--num_workers=16", "--price_per_node_hour=2",
+                       "--watts_per_node=400", "--ps_placement=separate", env=cached_counts)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    (row,) = doc["rows"]
+    assert row["nodes"] == 17  # 16 workers and the ps on a host of its own
+    rate = row["images_per_sec"]["point"]
+    assert row["usd_per_million_images"]["point"] == pytest.approx(2 * 17 / 3600 / rate * 1e6)
+    assert row["joules_per_image"]["point"] == pytest.approx(400 * 17 / rate)
+    assert {"point", "low", "high", "level", "basis"} <= set(row["images_per_sec"])
+    assert any(f.startswith("cost: $2 per node-hour and 400 W per node") for f in doc["facts"])
 
 
 def test_predict_from_a_params_file_names_the_runs(tmp_path, cached_counts):

@@ -10,6 +10,7 @@ from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction
+from tfbench.perfmodel import spread as spread_lib
 from tfbench.perfmodel import sync_step
 from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel.observations import from_run
@@ -22,6 +23,14 @@ BETA_BPS = {"50mbit": 4.9e7, "100mbit": 9.7e7, "200mbit": 1.9e8}
 # its probed beta); the ring its protocol's share of beta
 TRUE = {"parameter_server_sync": {"overhead": 0.030, "share": 1.0, "chi": 0.4, "apply": 0.006},
         "multi_worker_mirrored": {"overhead": 0.008, "share": 0.9, "chi": 0.0, "apply": 0.0}}
+
+
+@pytest.fixture(autouse=True)
+def few_refits(monkeypatch):
+    """Validation refits every fit for its intervals: 20 and 20 pilot refits here
+    (test_perfmodel_intervals checks the intervals themselves)."""
+    monkeypatch.setattr(spread_lib, "REPLICATES", 20)
+    monkeypatch.setattr(spread_lib, "PILOT", 20)
 
 
 def true_setting(strategy, link, sync=True):
@@ -94,6 +103,8 @@ def test_validation_predicts_held_out_runs_of_a_consistent_sweep_exactly():
     assert all(abs(r.error) < 1e-3 for r in rows)
     s = validate_lib.summary(rows)
     assert s["points"] == 12 and s["max_abs_error"] < 1e-3
+    # runs without scatter: every interval is as narrow as the fit's own rounding
+    assert s["coverage"]["points"] == 12 and s["coverage"]["median_width"] < 1e-3
     held = [r for r in rows if r.split == "held out: 3 workers"]
     assert {r.observation.num_workers for r in held} == {3}
 
@@ -125,7 +136,7 @@ def test_fitted_parameters_file_round_trips_and_feeds_predict(tmp_path):
     params_lib.save(path, fit_lib.fit(sweep()))
     data = params_lib.load(path)
     obs = record("parameter_server", 3, "50mbit", "x")
-    assert fit_lib.predicted_step_s(obs, data) == pytest.approx(obs.step_s, rel=1e-3)
+    assert fit_lib.predicted_rate(data, obs) == pytest.approx(obs.images_per_sec, rel=1e-3)
     assert os.path.getsize(path) > 0
 
 

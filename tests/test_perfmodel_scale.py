@@ -9,15 +9,25 @@ import pytest
 
 from conftest import run_cli
 from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel import intervals
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import prediction
 from tfbench.perfmodel import scale as scale_lib
+from tfbench.perfmodel import spread as spread_lib
 from tfbench.perfmodel import sync_step
 from tfbench.perfmodel import terms
 from tfbench.perfmodel.observations import from_run
 from tools.model import scale
 
 Row = scale_lib.Row
+
+
+@pytest.fixture(autouse=True)
+def few_refits(monkeypatch):
+    """Every fit is refitted for its intervals: 20 and 20 pilot refits here (test_perfmodel_intervals
+    checks the intervals themselves)."""
+    monkeypatch.setattr(spread_lib, "REPLICATES", 20)
+    monkeypatch.setattr(spread_lib, "PILOT", 20)
 
 
 def test_the_error_is_relative_to_the_measured_rate_and_absent_without_a_prediction():
@@ -64,7 +74,8 @@ def test_summary_is_over_held_out_runs_and_checks_each_goal():
     assert s["median_abs_error"] == pytest.approx(0.05)
     assert s["max_abs_error"] == pytest.approx(0.15)
     assert s["max_drift"] == pytest.approx(0.15)  # ps: -15% at 16 from 0% at 4
-    assert s["goals"] == {"median": True, "max": True, "drift": False}
+    assert s["goals"] == {"median": True, "max": True, "drift": False, "coverage": False, "width": False}
+    assert s["coverage"]["points"] == 0  # no row has an interval
     drifting = scale_lib.summary(biased("ring", 0.06))
     assert drifting["max_drift"] == pytest.approx(0.12) and not drifting["goals"]["drift"]
     assert scale_lib.summary([Row("x", 2, 1.0, 1.0, False)])["median_abs_error"] is None
@@ -79,7 +90,13 @@ def test_the_report_prints_each_strategys_trend_and_the_median():
     summary = scale.summary_lines(rows, 4)
     assert summary[0].startswith("median abs error = 3.0%, max abs error = 4.0% over 5 held-out runs (N = 8-16, "
                                  "fitted on N <= 4)")
-    assert summary[1] == "goals: median <= 10% met, max <= 20% met, drift <= 10 points met (largest 4.0 points)"
+    assert summary[1] == "coverage = n/a (no held-out point has an interval)"
+    assert summary[2] == ("goals: median <= 10% met, max <= 20% met, drift <= 10 points met (largest 4.0 points), "
+                          "coverage >= 80% missed, median width <= 30% missed")
+    held = [dataclasses.replace(r, interval=intervals.Interval(r.predicted, 0.9 * r.predicted, 1.1 * r.predicted))
+            for r in rows]
+    assert scale.summary_lines(held, 4)[1] == ("coverage = 100% of held-out points inside their 90% interval, "
+                                               "median width 20% (5 points)")
 
 
 def test_memory_is_the_machines_peak_and_the_largest_runs_task_sum():
@@ -142,13 +159,15 @@ def test_a_fit_on_four_workers_predicts_sixteen_for_every_strategy():
     assert [r.held_out for r in rows if r.strategy == "horovod"] == [False, False, False, True, True, True]
     for r in rows:
         assert r.error == pytest.approx(0.0, abs=2e-3), (r.strategy, r.num_workers, r.error)
+        assert r.interval.width < 0.01  # the model's own runs scatter by nothing
     colloc = [r for r in rows if "collocated" in r.strategy and r.num_workers == 16][0]
     assert colloc.bottleneck == prediction.PS_LINK  # the host of the dense kernel's shard
     # the same runs charged |w|/k per shard instead of the busiest one are predicted far too fast
     even = [dataclasses.replace(o, shard_bytes=(), shard_variables=()) for o in observations]
     wrong = [r for r in scale.rows(even, 4) if "collocated" in r.strategy and r.num_workers == 16][0]
     assert wrong.error > 0.5
-    assert scale_lib.summary(rows)["goals"] == {"median": True, "max": True, "drift": True}
+    goals = scale_lib.summary(rows)["goals"]
+    assert goals["median"] and goals["max"] and goals["drift"] and goals["width"]
 
 
 def test_nothing_above_the_cut_is_bad_input():

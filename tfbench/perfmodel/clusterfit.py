@@ -14,10 +14,10 @@ capacity (none: full bisection). Ring all-reduce replaces B by 2(N-1)/N*W on eve
 and M by 2(N-1) per bucket.
 
 Fitted on the points it is told to fit: c (and c0 with two batch sizes) from the one-GPU points;
-phi and m by scipy.optimize.least_squares on the log rate errors, for each beta; beta itself is
-only bounded from below while the fitted points are compute-bound (a faster link changes
-nothing there), so the fit takes the lowest beta whose refit stays within BETA_TOLERANCE of the
-best RMS error: the slowest link the fitted points allow. A given beta replaces the bound.
+phi and m by scipy.optimize.least_squares on the log rate errors, at a beta (refit). Beta itself
+is only bounded from below while the fitted points are compute-bound (a faster link changes
+nothing there): tfbench.perfmodel.clusterspread takes every beta the points allow up to the
+link's line rate, and the rule that makes a prediction's point from them.
 """
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ import numpy as np
 from tfbench.perfmodel import shards, terms
 
 MODES = ("parameter_server", "distributed_replicated", "tfbench_ps", "allreduce")
-BETA_TOLERANCE = 0.0025  # RMS of the relative errors (0.25 percentage points) above the best fit
 BETA_GRID = np.logspace(6, 12, 61)  # bytes/s tried: 1 MB/s to 1 TB/s
 MAX_PER_MESSAGE_S = 1e-3
 
@@ -141,7 +140,13 @@ def compute_from(points: Sequence[Point]) -> Tuple[float, float]:
     return 1.0 / q.images_per_sec, 0.0
 
 
-def _refit(cluster: Cluster, points: Sequence[Point], base: Params, beta: float) -> Tuple[float, Params]:
+def base_params(points: Sequence[Point], fabric: Optional[float] = None, intra_node: str = "pcie") -> Params:
+    """Params with the compute of the one-GPU points (compute_from), the rest to be fitted."""
+    per_image, per_step = compute_from(points)
+    return Params(per_image_s=per_image, per_step_s=per_step, beta=1.0, fabric=fabric, intra_node=intra_node)
+
+
+def refit(cluster: Cluster, points: Sequence[Point], base: Params, beta: float) -> Tuple[float, Params]:
     """(RMS of the log rate errors, params) with phi and m fitted at this beta."""
 
     def residuals(x):
@@ -154,50 +159,6 @@ def _refit(cluster: Cluster, points: Sequence[Point], base: Params, beta: float)
                                     x_scale=[0.1, 1e-5])
     fitted = dataclasses.replace(base, beta=beta, phi=float(result.x[0]), per_message_s=float(result.x[1]))
     return math.sqrt(2 * result.cost / len(points)), fitted
-
-
-def fit(cluster: Cluster, points: Sequence[Point], beta: Optional[float] = None,
-        fabric: Optional[float] = None, intra_node: str = "pcie") -> Params:
-    """Params fitted on `points` (see the module docstring); `beta` given: not fitted."""
-    per_image, per_step = compute_from(points)
-    base = Params(per_image_s=per_image, per_step_s=per_step, beta=1.0, fabric=fabric, intra_node=intra_node)
-    networked = [q for q in points if terms.nodes(q.gpus, q.devices_per_node) > 1]
-    shared = [q for q in points if q.gpus > 1]  # every point that communicates, inside a node or across
-    if beta is not None:
-        fitted = _refit(cluster, shared, base, beta)[1] if shared else dataclasses.replace(base, beta=beta)
-        return dataclasses.replace(fitted, beta_source="given")
-    if not networked:
-        raise ValueError("no fitted point spans two nodes: give the link's bandwidth")
-    networked = shared
-    rms = [(_refit(cluster, networked, base, float(b))[0], float(b)) for b in BETA_GRID]
-    best = min(r for r, _ in rms)
-    limit = best + BETA_TOLERANCE
-    first = next(i for i, (r, _) in enumerate(rms) if r <= limit)
-    low = rms[first][1]
-    if first > 0:
-        from scipy import optimize
-
-        low = 10 ** optimize.brentq(lambda x: _refit(cluster, networked, base, 10 ** x)[0] - limit,
-                                    math.log10(rms[first - 1][1]), math.log10(low), xtol=1e-4)
-    fitted = _refit(cluster, networked, base, low)[1]
-    return dataclasses.replace(fitted, beta_source=(
-        f"the lowest beta whose fit stays within {BETA_TOLERANCE:.2%} RMS of the best ({best:.2%}) on the "
-        f"fitted points: compute-bound points bound beta only from below"))
-
-
-def binding_nodes(cluster: Cluster, point: Point, p: Params, top: int = 1 << 20) -> Optional[int]:
-    """The fewest nodes (same devices per node, one ps per node) at which the fabric's core
-    would take longer than the busiest host link; None without a fabric or beyond `top`."""
-    if not p.fabric:
-        return None
-    n = 2
-    while n <= top:
-        q = dataclasses.replace(point, gpus=n * point.devices_per_node, num_ps=n)
-        parts = cluster.parts(q, p)
-        if parts.core_s > parts.network_s:
-            return n
-        n *= 2
-    return None
 
 
 def errors(cluster: Cluster, points: Sequence[Point], p: Params) -> List[Tuple[Point, float, float, Parts]]:

@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -30,9 +31,8 @@ import numpy as np
 
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction
-from tfbench.perfmodel import sync_step
-from tfbench.perfmodel import terms
+from tfbench.perfmodel import prediction, sync_step, terms
+from tfbench.perfmodel import spread as spread_lib
 from tfbench.perfmodel.observations import Observation
 
 MIN_RUNS_FOR_EFFICIENCY = 3
@@ -113,9 +113,17 @@ def setting(o: Observation, data: dict, overhead_s: Optional[float] = None,
                               chi=chi))
 
 
-def predicted_step_s(o: Observation, data: dict, **override) -> Optional[float]:
-    s = setting(o, data, **override)
-    return None if s is None else prediction.point(s, o.num_workers).step_s
+def with_fitted(base: prediction.Setting, overhead_s: float, efficiency: float, chi: float) -> prediction.Setting:
+    """A run's setting at share 1 and chi 0 (setting(o, data, 0.0, 1.0, DUPLEX_CHI)) with the
+    fitted overhead, share of beta and chi, as setting() would make it."""
+    return dataclasses.replace(base, overhead_s=overhead_s, link=base.link.with_beta_share(efficiency),
+                               extra=dataclasses.replace(base.extra, chi=chi))
+
+
+def predicted_rate(data: dict, o: Observation) -> Optional[float]:
+    """Images/sec the parameters predict for run `o` (None: a parameter is missing)."""
+    s = setting(o, data)
+    return None if s is None else prediction.point(s, o.num_workers).images_per_sec
 
 
 def free_parameter(key: str, group: Sequence[Observation], data: dict) -> Optional[str]:
@@ -128,21 +136,30 @@ def free_parameter(key: str, group: Sequence[Observation], data: dict) -> Option
     return "efficiency" if len(group) >= MIN_RUNS_FOR_EFFICIENCY and len(wire) >= 2 else None
 
 
-def per_strategy(observations: Sequence[Observation], data: dict) -> Dict[str, dict]:
-    """{"overhead_s": ..., "link_efficiency": ..., "duplex_chi": ...} tables per strategy key."""
+def fitted_second(key: str, like: dict) -> Optional[str]:
+    """Which second parameter the fit `like` fitted for a strategy key (None: none)."""
+    return next((free for free, table in SECOND_TABLE.items() if key in like.get(table, {})), None)
+
+
+def per_strategy(observations: Sequence[Observation], data: dict, like: Optional[dict] = None) -> Dict[str, dict]:
+    """{"overhead_s": ..., "link_efficiency": ..., "duplex_chi": ...} tables per strategy key; with
+    `like`, each strategy fits the second parameter that fit fitted (a refit keeps its shape)."""
     tables: Dict[str, dict] = {"overhead_s": {}, "link_efficiency": {}, "duplex_chi": {}}
     by_key: Dict[str, List[Observation]] = {}
     for o in observations:
         if o.predicted and setting(o, data, 0.0, 1.0, DUPLEX_CHI) is not None:
             by_key.setdefault(o.key, []).append(o)
     for key, group in sorted(by_key.items()):
-        free = free_parameter(key, group, data)
+        free = free_parameter(key, group, data) if like is None else fitted_second(key, like)
 
-        def residuals(x, group=group, free=free):
+        bases = [setting(o, data, 0.0, 1.0, DUPLEX_CHI) for o in group]
+
+        def residuals(x, group=group, free=free, bases=bases):
             second = {"efficiency": 1.0, "chi": DUPLEX_CHI}
             if free:
                 second[free] = x[1]
-            return [(predicted_step_s(o, data, overhead_s=x[0], **second) - o.step_s) / o.step_s for o in group]
+            return [(prediction.point(with_fitted(s, x[0], **second), o.num_workers).step_s - o.step_s) / o.step_s
+                    for o, s in zip(group, bases)]
 
         start, low, high = [0.0], [0.0], [np.inf]
         if free:  # the second parameter: a share, at most 1
@@ -200,14 +217,23 @@ def bytes_checks(observations: Sequence[Observation]) -> List[dict]:
     return checks
 
 
-def fit(observations: Sequence[Observation], compute_from: Optional[Sequence[Observation]] = None) -> dict:
+def with_spread(observations: Sequence[Observation], **kwargs) -> Tuple[dict, spread_lib.Spread]:
+    """(the parameters fitted on the runs with their refits kept as `spread`, the Spread)
+    (tfbench.perfmodel.spread: a bootstrap over the runs)."""
+    found = spread_lib.fit_spread(observations, fit, predicted_rate, **kwargs)
+    return params_lib.with_spread(found.point, found.replicates, found.scatter.as_dict(), spread_lib.METHOD), found
+
+
+def fit(observations: Sequence[Observation], compute_from: Optional[Sequence[Observation]] = None,
+        like: Optional[dict] = None) -> dict:
     """A validated parameters document (tfbench.perfmodel.params) from the observations; compute
     per image and the links from `compute_from` when given (one strategy's overhead and share
-    fitted on its own runs, its compute timed on every strategy's)."""
+    fitted on its own runs, its compute timed on every strategy's); with `like` (a fit of the same
+    kind), the parameters that fit fitted, whatever these runs alone would allow."""
     data = params_lib.empty()
     data["compute"] = compute_entries(observations if compute_from is None else compute_from)
     data["links"] = link_entries(observations if compute_from is None else compute_from)
     data["ps_apply_s"] = ps_apply_entries(observations)
-    data.update(per_strategy(observations, data))
+    data.update(per_strategy(observations, data, like))
     data["bytes_per_step"] = bytes_checks(observations)
     return params_lib.validate(data)

@@ -8,6 +8,7 @@ ring all-reduces; single-task runs (default, mirrored) still give compute per im
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, Optional, Tuple
 
 from tfbench.perfmodel import params as params_lib
@@ -48,6 +49,7 @@ class Observation:
     shard_bytes: Tuple[float, ...] = ()  # parameter server: trainable bytes per ps as the run placed them
     shard_variables: Tuple[int, ...] = ()  # ... and variables (parts) per ps; () = |w|/k each
     ps_host_tx: Tuple[float, ...] = ()  # parameter server: tx bytes per global step of each ps-holding host
+    step_rel_se: float = 0.0  # standard error of the mean step over the mean step (the run's own scatter)
 
     @property
     def key(self) -> str:
@@ -61,6 +63,12 @@ class Observation:
     @property
     def predicted(self) -> bool:
         return self.strategy in PREDICTED
+
+    def scaled(self, factor: float) -> "Observation":
+        """The same run had every measured time been `factor` times as long (its rate 1/factor)."""
+        return dataclasses.replace(self, step_s=self.step_s * factor, images_per_sec=self.images_per_sec / factor,
+                                   compute_s=self.compute_s * factor, communication_s=self.communication_s * factor,
+                                   apply_s=self.apply_s * factor)
 
 
 def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[Optional[Observation], str]:
@@ -93,8 +101,14 @@ def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[
         images_per_sec=float(cluster["images_per_sec"]), compute_s=float(mean.get("compute", 0.0)),
         communication_s=float(mean.get("communication", 0.0)), apply_s=float(mean.get("apply", 0.0)),
         compute_measured=split.get("source") in MEASURED_COMPUTE, bytes_per_step=_bytes(cluster, config),
-        ps_host_tx=_ps_host_tx(cluster, config),
+        ps_host_tx=_ps_host_tx(cluster, config), step_rel_se=_rel_se(cluster.get("stats") or {}),
         **_core_share(cluster, n)), ""
+
+
+def _rel_se(stats: dict) -> float:
+    """The relative standard error of the run's mean global step (0 when its record lacks it)."""
+    count, mean, std = stats.get("count") or 0, stats.get("mean_s") or 0.0, stats.get("std_s") or 0.0
+    return std / math.sqrt(count) / mean if count > 1 and mean > 0 else 0.0
 
 
 def _core_share(cluster: dict, n: int) -> Dict[str, float]:

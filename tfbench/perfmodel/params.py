@@ -11,24 +11,34 @@ A versioned JSON document; every fitted figure names the runs it came from:
  "link_efficiency": {STRATEGY_KEY: {"value", "from_runs"}},        # share of beta the protocol gets
  "duplex_chi": {"parameter_server_sync": {"value", "from_runs"}},  # non-overlapped share of a link's directions
  "bytes_per_step": [{"strategy", "num_workers", "num_ps", "ps_placement", "host" (ps|worker),
-                     "predicted_bytes", "measured_bytes", "from_runs"}]}
+                     "predicted_bytes", "measured_bytes", "from_runs"}],
+ "spread": {"method", "paths": [[key, ...]], "replicates": [[number per path]],  # optional: the
+            "scatter": {"center", "scale", "dof", "errors", "from_runs"}}}       # fit's refits
+
+`spread` holds the refits of tfbench.perfmodel.spread without naming a parameter: `paths` are the
+numbers of this document that differ between refits (each a list of keys and list indices), and
+each replicate lists their values in that order, so any parameter a fit adds has its spread.
 
 A malformed file is refused with one line naming the first bad field, so a fit gone wrong
 never feeds a prediction silently.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional, Sequence
 
 SCHEMA = "tfbench.perfmodel.params"
-VERSION = 3  # 2 added link_efficiency, 3 duplex_chi; older files are read as they are
+VERSION = 4  # 2 added link_efficiency, 3 duplex_chi, 4 spread; older files are read as they are
 STRATEGY_KEYS = ("parameter_server_sync", "parameter_server_async", "multi_worker_mirrored", "horovod", "tree")
 PS_KEYS = STRATEGY_KEYS[:2]
 COMPUTE_KEY = ("model", "mode", "precision", "image_size", "num_classes", "batch_size", "cores")
 TOP_LEVEL = ("schema", "version", "compute", "links", "ps_apply_s", "overhead_s", "link_efficiency", "duplex_chi",
-             "bytes_per_step")
+             "bytes_per_step", "spread")
+FIXED = ("schema", "version", "bytes_per_step", "spread", "from_runs")  # never a fitted number
+SPREAD = ("method", "paths", "replicates", "scatter")
+SCATTER = ("center", "scale", "dof", "errors", "from_runs")
 
 
 class ParamsError(ValueError):
@@ -160,7 +170,73 @@ def validate(data) -> dict:
     _need(isinstance(data.get("bytes_per_step", []), list), "bytes_per_step", "a list", data.get("bytes_per_step"))
     for i, e in enumerate(data.get("bytes_per_step", [])):
         _bytes_check(f"bytes_per_step[{i}]", e)
+    if "spread" in data:
+        _spread(data)
     return data
+
+
+def _spread(data: dict) -> None:
+    spread = data["spread"]
+    _fields("spread", spread, SPREAD)
+    _text("spread.method", spread["method"])
+    paths, replicates = spread["paths"], spread["replicates"]
+    _need(isinstance(paths, list) and isinstance(replicates, list), "spread.paths and .replicates", "lists",
+          [paths, replicates][0])
+    leaves = _leaves(data)
+    for i, path in enumerate(paths):
+        _need(isinstance(path, list) and tuple(path) in leaves, f"spread.paths[{i}]", "the keys of a fitted number",
+              path)
+    for i, row in enumerate(replicates):
+        _need(isinstance(row, list) and len(row) == len(paths) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in row), f"spread.replicates[{i}]",
+            f"a list of {len(paths)} numbers", row)
+    _fields("spread.scatter", spread["scatter"], SCATTER)
+    for name in ("center", "scale", "dof"):
+        _need(isinstance(spread["scatter"][name], (int, float)), f"spread.scatter.{name}", "a number",
+              spread["scatter"][name])
+    _need(spread["scatter"]["scale"] >= 0 and spread["scatter"]["dof"] > 0, "spread.scatter", "a scale >= 0 and "
+          "dof > 0", spread["scatter"])
+
+
+def _leaves(doc, prefix: tuple = ()) -> dict:
+    """{path: number} of every fitted number of a parameters document (FIXED fields left out)."""
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    out = {}
+    for key, value in items:
+        if key in FIXED:
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[prefix + (key,)] = value
+        elif isinstance(value, (dict, list)):
+            out.update(_leaves(value, prefix + (key,)))
+    return out
+
+
+def with_spread(data: dict, refits: Sequence[dict], scatter: dict, method: str) -> dict:
+    """`data` with the refits' numbers that differ from it kept as its spread (validated)."""
+    point, others = _leaves(data), [_leaves(r) for r in refits]
+    paths = [p for p in point if any(o.get(p, point[p]) != point[p] for o in others)]
+    out = copy.deepcopy(data)
+    out["spread"] = {"method": method, "paths": [list(p) for p in paths],
+                     "replicates": [[o.get(p, point[p]) for p in paths] for o in others], "scatter": scatter}
+    return validate(out)
+
+
+def refits(data: dict) -> List[dict]:
+    """The documents of the refits kept in `spread` ([] without one)."""
+    spread = data.get("spread")
+    if not spread:
+        return []
+    out = []
+    for row in spread["replicates"]:
+        doc = copy.deepcopy({k: v for k, v in data.items() if k != "spread"})
+        for path, value in zip(spread["paths"], row):
+            target = doc
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+        out.append(doc)
+    return out
 
 
 def load(path: str) -> dict:

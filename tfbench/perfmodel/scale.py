@@ -9,9 +9,11 @@ What it computes from (strategy, N, measured, predicted) rows:
   bias grows with scale shows a slope, even when each error alone is small);
 - the drift: the error at the largest N minus the error at the largest fitted N;
 - the median and the largest absolute error over the held-out rows, and the goals of
-  `make model-scale` (median <= 10%, max <= 20%, no strategy drifting by more than 10 points).
+  `make model-scale` (median <= 10%, max <= 20%, no strategy drifting by more than 10 points);
+- the share of held-out rows inside their 90% interval and the intervals' median width
+  (intervals.coverage), with the goals coverage >= 80% and median width <= 30%.
 
-Only the standard library and scipy; the rows come from tools.model scale.
+Only the standard library, numpy and scipy; the rows come from tools.model scale.
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ import math
 import statistics
 from typing import Dict, List, Optional, Sequence
 
+from tfbench.perfmodel import intervals
 
 GOAL_MEDIAN, GOAL_MAX, GOAL_DRIFT = 0.10, 0.20, 0.10
+GOAL_COVERAGE, GOAL_WIDTH = 0.80, 0.30  # at the 90% level, on emulated runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Row:
     held_out: bool  # True: N above the cut, never seen by the fit
     run_id: str = ""
     bottleneck: str = ""
+    interval: Optional[intervals.Interval] = None
 
     @property
     def error(self) -> Optional[float]:
@@ -99,11 +104,14 @@ def summary(rows: Sequence[Row]) -> dict:
     median = statistics.median(errors) if errors else None
     largest = max(errors) if errors else None
     worst_drift = max(drifts) if drifts else None
+    covered = intervals.coverage([(r.measured, r.interval) for r in held if r.interval is not None])
     return {"points": len(errors), "unpredicted": len(held) - len(errors), "median_abs_error": median,
-            "max_abs_error": largest, "max_drift": worst_drift,
+            "max_abs_error": largest, "max_drift": worst_drift, "coverage": covered,
             "goals": {"median": median is not None and median <= GOAL_MEDIAN,
                       "max": largest is not None and largest <= GOAL_MAX,
-                      "drift": worst_drift is not None and worst_drift <= GOAL_DRIFT}}
+                      "drift": worst_drift is not None and worst_drift <= GOAL_DRIFT,
+                      "coverage": covered["points"] > 0 and covered["inside"] >= GOAL_COVERAGE,
+                      "width": covered["points"] > 0 and covered["median_width"] <= GOAL_WIDTH}}
 
 
 def points(value: Optional[float], signed: bool = True) -> str:

@@ -63,24 +63,19 @@ class Placement:
     num_ps: int
     pieces: Tuple[Piece, ...]
 
-    def _sum(self, shard: int, trainable_only: bool, count: bool) -> int:
-        return sum(1 if count else p.variable.nbytes for p in self.pieces
-                   if p.shard == shard and (p.variable.trainable or not trainable_only))
+    def _trainable(self, shard: int, count: bool) -> int:
+        """The trainable pieces of a shard: their bytes, or how many (count)."""
+        return sum(1 if count else p.variable.nbytes for p in self.pieces if p.shard == shard and p.variable.trainable)
 
     @functools.cached_property
     def shard_bytes(self) -> Tuple[int, ...]:
         """Trainable bytes per shard: what each worker pulls from it and pushes to it per update."""
-        return tuple(self._sum(j, True, False) for j in range(self.num_ps))
+        return tuple(self._trainable(j, False) for j in range(self.num_ps))
 
     @functools.cached_property
     def shard_variables(self) -> Tuple[int, ...]:
         """Trainable variables (parts) per shard: a pull and a push message each per update."""
-        return tuple(self._sum(j, True, True) for j in range(self.num_ps))
-
-    @functools.cached_property
-    def shard_all_bytes(self) -> Tuple[int, ...]:
-        """Every variable's bytes per shard, non-trainable ones (moving statistics) included."""
-        return tuple(self._sum(j, False, False) for j in range(self.num_ps))
+        return tuple(self._trainable(j, True) for j in range(self.num_ps))
 
     @property
     def busiest(self) -> int:

@@ -13,8 +13,8 @@ import statistics
 from typing import List, Optional, Sequence, Tuple
 
 from tfbench.perfmodel import fit as fit_lib
+from tfbench.perfmodel import intervals, prediction
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction
 from tfbench.perfmodel.observations import Observation
 
 
@@ -25,6 +25,7 @@ class Row:
     predicted_images_per_sec: Optional[float]
     bottleneck: str
     note: str = ""
+    interval: Optional[intervals.Interval] = None
 
     @property
     def error(self) -> Optional[float]:
@@ -54,18 +55,26 @@ def splits(observations: Sequence[Observation], hold_out_link: str = "") -> List
     return out
 
 
+def with_held_links(data: dict, held: Sequence[Observation]) -> dict:
+    """The parameters with the links they lack taken from the held-out runs' own probes, as a
+    user measures a network (never from its step times)."""
+    missing = [o for o in held if params_lib.link_entry(data, o.link) is None]
+    if not missing:
+        return data
+    return dict(data, links={**fit_lib.link_entries(missing), **data["links"]})
+
+
 def predict_held_out(name: str, training: Sequence[Observation], held: Sequence[Observation]) -> List[Row]:
-    data = fit_lib.fit(training)
+    _, found = fit_lib.with_spread(training)
     rows = []
     for o in held:
-        if params_lib.link_entry(data, o.link) is None:  # the held-out link: its own probes, as a user measures it
-            data["links"].update(fit_lib.link_entries([p for p in held if p.link == o.link]))
-        s = fit_lib.setting(o, data)
+        rate = lambda d, o=o: fit_lib.predicted_rate(with_held_links(d, held), o)  # noqa: E731
+        s = fit_lib.setting(o, with_held_links(found.point, held))
         if s is None:
             rows.append(Row(name, o, None, "", "no fitted compute for its model, batch and cores"))
             continue
         point = prediction.point(s, o.num_workers)
-        rows.append(Row(name, o, point.images_per_sec, point.bottleneck))
+        rows.append(Row(name, o, point.images_per_sec, point.bottleneck, interval=found.interval(rate)))
     return rows
 
 
@@ -78,4 +87,5 @@ def summary(rows: Sequence[Row]) -> dict:
     errors = [abs(r.error) for r in rows if r.error is not None]
     return {"points": len(errors), "unpredicted": sum(1 for r in rows if r.error is None),
             "median_abs_error": statistics.median(errors) if errors else None,
-            "max_abs_error": max(errors) if errors else None}
+            "max_abs_error": max(errors) if errors else None,
+            "coverage": intervals.coverage([(r.observation.images_per_sec, r.interval) for r in rows if r.interval])}

@@ -13,6 +13,12 @@ Verbs:
             and strategy, its trend per doubling of N, the median error
   recommender  the same for a recommender's sweep (`make dlrm-scale`): its step model with embedding
             tables, each held-out run's error, where the parameter server overtakes all-gather
+  cheapest  the cheapest node count and strategy reaching --target_rate images/sec at a stated price
+  calibrate the coverage of the intervals on synthetic sweeps whose truth is known
+
+Every prediction carries its interval (`predicted [low, high]`, with its level); every verb
+prints a table, plain CSV or JSON, and with --price_per_node_hour or --watts_per_node the cost
+and energy per image of every rate.
 
 `python -m tools.model VERB --help` lists that verb's flags. The equations, the link classes and
 the parameters file are in tfbench/perfmodel/. Exit code: 0 done, 2 bad input (one line
@@ -26,7 +32,7 @@ from typing import Callable, Dict, List, NamedTuple
 from absl import app
 
 from tfbench.config import helptext
-from tools.model import fit, predict, published, recommender, report, scale
+from tools.model import calibrate, cheapest, fit, predict, published, recommender, report, scale
 
 
 class Verb(NamedTuple):
@@ -47,6 +53,8 @@ VERBS: Dict[str, Verb] = {
                     published.cluster_main),
     "scale": Verb(scale.__doc__, scale.help_groups, scale.define_flags, scale.main),
     "recommender": Verb(recommender.__doc__, recommender.help_groups, recommender.define_flags, recommender.main),
+    "cheapest": Verb(cheapest.__doc__, cheapest.help_groups, cheapest.define_flags, cheapest.main),
+    "calibrate": Verb(calibrate.__doc__, calibrate.help_groups, calibrate.define_flags, calibrate.main),
 }
 
 

@@ -3,11 +3,13 @@
   fit       writes the parameters file (--out): compute per image for each model, mode,
             precision, image size, batch and cores seen; each link's alpha and beta from its
             runs' link probes; the ps apply; per strategy a fixed overhead and the share of the
-            link its protocol gets; bytes per step against the equations. Every figure names the
-            runs it came from.
+            link its protocol gets; bytes per step against the equations; and the fit's refits
+            (a bootstrap over the runs, tfbench.perfmodel.spread) that give predict its intervals.
+            Every figure names the runs it came from; each fitted number's 90% range is printed.
   validate  fits on part of the runs and predicts the others (held out by worker count and by link
-            rate), printing per held-out run: measured, predicted, error; then the median and the
-            largest absolute error.
+            rate), printing per held-out run: measured, predicted [90% interval], error; then the
+            median and the largest absolute error and
+            `coverage = X% of held-out points inside their 90% interval, median width Y%`.
 
 Every run directory at or below the paths is read (a sweep's, or single runs); runs the model
 cannot use (failed, forward-only, no step split) are listed with the reason.
@@ -17,18 +19,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from absl import flags
 
 from tfbench.config.errors import ConfigError
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
+from tfbench.perfmodel import cost, intervals, shards
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import shards
+from tfbench.perfmodel import render as render_lib
+from tfbench.perfmodel import spread as spread_lib
 from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel.observations import Observation, from_run
+from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
+from tools.model import pricing
 from tools.rundirs.runs import find_runs
 
 FLAGS = flags.FLAGS
@@ -40,11 +46,12 @@ def define_flags() -> None:
     flags.DEFINE_string("out", "params.json", "fit: the parameters file to write.")
     flags.DEFINE_string("hold_out_link", "", "validate: the link whose runs are predicted from the others' fit; "
                         "default: the middle one of the runs' links by rate.")
-    flags.DEFINE_string("report_format", "table", "validate: table or csv.")
+    flags.DEFINE_string("report_format", "table", "validate, report: table, csv or json.")
+    pricing.define_flags()
 
 
 def help_groups():
-    return [("Fit", ["out"]), ("Validate", ["hold_out_link", "report_format"])]
+    return [("Fit", ["out"]), ("Validate", ["hold_out_link", "report_format"]), ("Cost", pricing.NAMES)]
 
 
 def observations(paths: Sequence[str]) -> Tuple[List[Observation], List[Tuple[str, str]]]:
@@ -86,7 +93,7 @@ def _paths(argv: List[str]) -> List[str]:
 def fit_main(argv) -> int:
     try:
         found, skipped = observations(_paths(argv))
-        data = fit_lib.fit(found)
+        data, _ = fit_lib.with_spread(found)
         params_lib.save(FLAGS.out, data)
     except (ConfigError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
@@ -109,7 +116,17 @@ def describe(data: dict) -> str:
         lines.append(f"bytes per step, {c['strategy']} N={c['num_workers']} {c['host']} host: measured "
                      f"{c['measured_bytes'] / 1e6:.2f} MB, equations {c['predicted_bytes'] / 1e6:.2f} MB "
                      f"({c['from_runs'][0]})")
+    ranges = spread_lib.parameter_ranges(data)
+    if ranges:
+        lines.append(f"each fitted number's {intervals.LEVEL:.0%} range over the fit's {len(data['spread']['replicates'])} "
+                     "refits (a bootstrap over the runs): " + "; ".join(
+                         f"{'.'.join(str(k) for k in path)} {_number(low)}-{_number(high)}" for path, low, high in ranges))
     return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    """4 significant digits; a fitted value at its bound of 0 within rounding is 0."""
+    return "0" if abs(value) < 1e-12 else f"{value:.4g}"
 
 
 def strategy_line(key: str, data: dict, named: bool = True) -> str:
@@ -123,57 +140,70 @@ def strategy_line(key: str, data: dict, named: bool = True) -> str:
 
 def validate_main(argv) -> int:
     try:
-        if FLAGS.report_format not in ("table", "csv"):
-            raise ConfigError(f"--report_format={FLAGS.report_format!r} is unknown; choose table or csv")
+        fmt = report_format()
         found, skipped = observations(_paths(argv))
         rows = validate_lib.validate(found, FLAGS.hold_out_link)
         if not rows:
             raise ConfigError("nothing to hold out: the runs need more than one worker count or link rate")
+        prices = pricing.prices()
     except (ConfigError, ValueError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    print(render(rows, FLAGS.report_format))
-    for run_id, why in skipped:
-        print(f"not used: {run_id}: {why}")
-    print(summary_line(validate_lib.summary(rows)))
+    summary = validate_lib.summary(rows)
+    notes = [f"not used: {run_id}: {why}" for run_id, why in skipped]
+    print(render(rows, fmt, prices, summary_lines(summary) + notes))
+    if fmt != "json":
+        print("\n".join(notes + summary_lines(summary)), file=sys.stdout if fmt == "table" else sys.stderr)
     return 0
 
 
-COLUMNS = ("split", "run_id", "strategy", "num_workers", "link", "measured_images_per_sec",
-           "predicted_images_per_sec", "error", "bottleneck")
+def report_format() -> str:
+    if FLAGS.report_format not in render_lib.FORMATS:
+        raise ConfigError(f"--report_format={FLAGS.report_format!r} is unknown; choose one of "
+                          f"{', '.join(render_lib.FORMATS)}")
+    return FLAGS.report_format
 
 
-def row_values(row: validate_lib.Row) -> List[str]:
+COLUMNS = (Column("split", TEXT), Column("run_id", TEXT), Column("strategy", TEXT), Column("num_workers", NUMBER, 0),
+           Column("link", TEXT), Column("measured_images_per_sec", NUMBER, 2),
+           Column("predicted_images_per_sec", INTERVAL, 2), Column("error", ERROR), Column("bottleneck", TEXT))
+
+
+def hosts(o: Observation) -> int:
+    """The hosts a run used: one per worker, one per ps on a host of its own."""
+    separate = o.strategy == "parameter_server" and o.ps_placement == "separate"
+    return cost.nodes(o.num_workers, 1, max(1, o.num_ps) if separate else 0)
+
+
+def row_values(row: validate_lib.Row) -> dict:
     o = row.observation
     strategy = o.strategy + (f" ({'sync' if o.ps_sync else 'async'}, {o.ps_placement})"
                              if o.strategy == "parameter_server" else "")
-    predicted = "-" if row.predicted_images_per_sec is None else f"{row.predicted_images_per_sec:.2f}"
-    error = row.note if row.error is None else f"{row.error:+.1%}"
-    return [row.split, o.run_id, strategy, str(o.num_workers), o.link, f"{o.images_per_sec:.2f}", predicted, error,
-            row.bottleneck]
+    return {"split": row.split, "run_id": o.run_id, "strategy": strategy, "num_workers": o.num_workers, "link": o.link,
+            "measured_images_per_sec": o.images_per_sec,
+            "predicted_images_per_sec": row.interval or row.predicted_images_per_sec,
+            "error": row.note if row.error is None else row.error, "bottleneck": row.bottleneck, "nodes": hosts(o)}
 
 
-def text_table(rows: Sequence[Sequence[str]], columns: Sequence[str], fmt: str = "table") -> str:
-    """Rows as plain CSV (header first) or as left-aligned text columns."""
-    if fmt == "csv":
-        import csv
-        import io
-
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-        return out.getvalue().rstrip("\n")
-    widths = [max(len(c), *(len(v[i]) for v in rows)) for i, c in enumerate(columns)]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in [list(columns)] + list(rows))
+def render(rows: Sequence[validate_lib.Row], fmt: str = "table", prices: Optional[cost.Prices] = None,
+           facts: Sequence[str] = ()) -> str:
+    values = [row_values(r) for r in rows]
+    columns = list(COLUMNS)
+    if prices is not None and prices.given:
+        pricing.add(values, prices, "predicted_images_per_sec", "measured_images_per_sec")
+        columns += [Column("nodes", NUMBER, 0)] + pricing.columns(prices, measured=True)
+    return render_lib.render(values, columns, fmt, facts if fmt == "json" else (),
+                             summary=summary_json(validate_lib.summary(rows)) if fmt == "json" else None)
 
 
-def render(rows: Sequence[validate_lib.Row], fmt: str = "table") -> str:
-    return text_table([row_values(r) for r in rows], COLUMNS, fmt)
+def summary_json(s: dict) -> dict:
+    return {"median_abs_error": s["median_abs_error"], "max_abs_error": s["max_abs_error"], "points": s["points"],
+            "coverage": s["coverage"]}
 
 
-def summary_line(s: dict) -> str:
+def summary_lines(s: dict) -> List[str]:
     if not s["points"]:
-        return "median abs error = n/a (no held-out run could be predicted)"
-    return (f"median abs error = {s['median_abs_error']:.1%}, max abs error = {s['max_abs_error']:.1%} over "
-            f"{s['points']} held-out runs" + (f" ({s['unpredicted']} could not be predicted)" if s["unpredicted"] else ""))
+        return ["median abs error = n/a (no held-out run could be predicted)"]
+    return [f"median abs error = {s['median_abs_error']:.1%}, max abs error = {s['max_abs_error']:.1%} over "
+            f"{s['points']} held-out runs" + (f" ({s['unpredicted']} could not be predicted)" if s["unpredicted"] else ""),
+            intervals.coverage_line(s["coverage"])]

@@ -5,11 +5,15 @@
            --compute_ms_per_image=100
 
 Prints a header (the model, |w|, the link's alpha and beta, the compute per image, and where
-each came from; the assumptions), then one row per worker count: step_ms, its parts
-(compute_ms, communication_ms, apply_ms, overhead_ms), images_per_sec, scaling_efficiency =
-images/s at N / (N x images/s at 1) and the bottleneck; parameter servers add updates_per_sec,
-all-reduce strategies nccl-tests' algbw and busbw. --format=csv prints the same rows as CSV with
-the header as `#` comment lines (pandas.read_csv(path, comment="#") reads it).
+each came from; the assumptions; how the intervals were made), then one row per worker count:
+step_ms, its parts (compute_ms, communication_ms, apply_ms, overhead_ms), images_per_sec as
+`predicted [low, high]`, scaling_efficiency = images/s at N / (N x images/s at 1) and the
+bottleneck; parameter servers add updates_per_sec, all-reduce strategies nccl-tests' algbw and
+busbw; --price_per_node_hour and --watts_per_node add $ per million images and joules per image.
+The interval: with --params, 90% from the fit's refits and its runs' scatter; without, the range
+over the protocol shares tfbench has measured (tfbench/perfmodel/measured.py). --format=csv
+prints the rows as plain CSV (header first; the interval as images_per_sec_low and _high) and
+the header to standard error; --format=json one JSON document.
 |w| is counted from the model's own graph (cached in ~/.cache/tfbench/model_memory.json).
 """
 from __future__ import annotations
@@ -28,20 +32,14 @@ from tfbench.measure import variables as variables_lib
 from tfbench.models import MODELS
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction, render, shards, sync_step, terms
-from tfbench.perfmodel.equations import PLACEMENTS, SEPARATE
-from tfbench.perfmodel.links import resolve, runs_text
+from tfbench.perfmodel import prediction, render, shards, terms
+from tfbench.perfmodel.equations import PLACEMENTS
+from tfbench.perfmodel.links import resolve as resolve_link
+from tfbench.perfmodel.links import runs_text
+from tools.model import predict_rows, pricing
 
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1024
-FORMATS = ("table", "csv")
-# Accepted with every strategy, so that one command line compares strategies by --strategy alone;
-# the header says when they were ignored.
-PS_ONLY = ("num_ps", "ps_placement", "ps_sync", "ps_apply_ms")
-ASSUMPTIONS = ("compute per worker constant in N (strong scaling: c0 + c x G/N)", "no contention beyond the named "
-               "links and the core (full bisection unless given)", "overlap of communication with computation as "
-               "--overlap_phi says (1: none)", "stragglers only as --compute_cv says (0: none)",
-               "devices inside a node aggregate before the network")
 
 
 def define_flags() -> None:
@@ -102,7 +100,8 @@ def define_flags() -> None:
     flags.DEFINE_float("per_message_us", 0.0, "Cost of one message (a variable's pull or push) in microseconds.")
     flags.DEFINE_float("compute_cv", 0.0, "Stragglers: coefficient of variation of one worker's compute per step "
                        "(0: none); a synchronous step waits for the slowest of N.")
-    flags.DEFINE_string("format", "table", "table or csv.")
+    flags.DEFINE_string("format", "table", "table, csv or json.")
+    pricing.define_flags()
 
 
 def help_groups():
@@ -113,7 +112,7 @@ def help_groups():
                                    "mode", "compute_ms_per_image", "compute_ms_per_step", "params", "cores_per_worker",
                                    "ps_apply_ms", "overhead_ms"]),
             ("Terms", ["duplex_chi", "overlap_phi", "per_message_us", "compute_cv"]),
-            ("Output", ["format"])]
+            ("Cost", pricing.NAMES), ("Output", ["format"])]
 
 
 def need(ok: bool, message: str) -> None:
@@ -172,7 +171,7 @@ def check_flags() -> None:
          "--cores_per_worker picks a compute entry of --params (>= 0)")
     for name in ("ps_apply_ms", "overhead_ms"):
         need(f[name].value is None or f[name].value >= 0, f"--{name} must be 0 or more, got {f[name].value}")
-    need(f.format in FORMATS, f"--format={f.format!r} is unknown; choose table or csv")
+    need(f.format in render.FORMATS, f"--format={f.format!r} is unknown; choose one of {', '.join(render.FORMATS)}")
     need(bool(f.link_bandwidth.strip()) or bool(f.params),
          "--link_bandwidth is empty (unshaped): give a class or a rate such as 100mbit, or --params with the "
          "unshaped link measured")
@@ -189,13 +188,21 @@ def _seconds(flag: str, data: Optional[dict], table: str, key: str):
 
 
 def request():
-    """(worker counts, facts): every flag checked, compute, link, apply and overhead resolved."""
+    """(worker counts, the parameters file or None, the prices): every flag checked."""
     check_flags()
     f = FLAGS
     counts = worker_counts(f.num_workers)
     need(not f.global_batch_size or f.global_batch_size >= max(counts),
          f"--global_batch_size={f.global_batch_size} gives less than one image to each of {max(counts)} workers")
-    data = params_lib.load(f.params) if f.params else None
+    prices = pricing.prices()
+    return counts, params_lib.load(f.params) if f.params else None, prices
+
+
+def resolve(data: Optional[dict]) -> dict:
+    """The facts of a prediction from the flags and a parameters document (the fit or one of its
+    refits): compute, link, apply, overhead, share and chi, each with where it came from; the
+    names in `assumed` were neither given nor fitted."""
+    f = FLAGS
     if data is None:
         ms, compute_source = f.compute_ms_per_image, "given (--compute_ms_per_image)"
     else:
@@ -209,7 +216,7 @@ def request():
     if rate == 0 and measured is None:
         raise ConfigError("--link_bandwidth is empty (unshaped) and --params measured no unshaped link: give a class "
                           "or a rate such as 100mbit")
-    link = resolve(name, rate, f.link_alpha_ms, measured)
+    link = resolve_link(name, rate, f.link_alpha_ms, measured)
     if f.link_latency:
         link = dataclasses.replace(link, link=eq.Link(link.link.alpha_s + f.link_latency / 1e3, link.link.beta),
                                    alpha_source=f"{link.alpha_source}, plus --link_latency={f.link_latency:g} ms")
@@ -218,82 +225,19 @@ def request():
     overhead_s, overhead_source = _seconds("overhead_ms", data, "overhead_s", key)
     share = params_lib.strategy_value(data, "link_efficiency", key) if data else None
     chi = params_lib.strategy_value(data, "duplex_chi", key) if data else None
-    facts = {"ms": ms, "compute_source": compute_source, "link": link, "apply": (apply_s, apply_source),
-             "overhead": (overhead_s, overhead_source),
-             "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta"),
-             "chi": ((FLAGS.duplex_chi, "given (--duplex_chi)") if FLAGS["duplex_chi"].present else
-                     (chi["value"], runs_text(chi["from_runs"])) if chi else
-                     (FLAGS.duplex_chi, "the default (--duplex_chi; a params file fitted on synchronous ps runs sets it)"))}
-    return counts, facts
+    assumed = {name for name, known in (("share", share), ("chi", chi or FLAGS["duplex_chi"].present)) if not known}
+    return {"ms": ms, "compute_source": compute_source, "link": link, "apply": (apply_s, apply_source),
+            "overhead": (overhead_s, overhead_source), "assumed": assumed,
+            "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta"),
+            "chi": ((FLAGS.duplex_chi, "given (--duplex_chi)") if FLAGS["duplex_chi"].present else
+                    (chi["value"], runs_text(chi["from_runs"])) if chi else
+                    (FLAGS.duplex_chi, "the default (--duplex_chi; a params file fitted on synchronous ps runs sets it)"))}
 
 
-def placement_for(variables, k: int):
-    return shards.place(variables, k, FLAGS.ps_partitioner, FLAGS.ps_min_shard_bytes, FLAGS.ps_placer)
-
-
-def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None) -> List[str]:
-    f, s, link = FLAGS, setting, facts["link"]
-    if s.strategy == "parameter_server":
-        where = "on hosts of their own" if s.ps_placement == SEPARATE else "collocated: ps j on worker node j's host"
-        k = "one ps per worker node (k = nodes)" if f.ps_per_worker else (
-            f"{int(s.num_ps)} ps" + (" (--num_ps=0: one, as tfbench)" if f.num_ps == 0 else ""))
-        what = f"parameter_server, {'sync' if s.ps_sync else 'async'}, {k} {where}"
-        step = ("one global step = one update from every worker's gradient; communication = the busiest link's "
-                "pulls and pushes (full duplex), messages, intra-node aggregation" if s.ps_sync else
-                "one global step = N updates, one per worker on average; communication = pull + push, with the "
-                "queueing at saturated ps links (queueing at a saturated ps apply is in apply_ms); the asynchronous "
-                "equations spread |w| evenly over the k ps")
-    else:
-        what = f"{s.strategy} ({'binomial-tree' if s.strategy == 'tree' else 'ring'} all-reduce)"
-        ignored = [f"--{name}" for name in PS_ONLY if f[name].present]
-        what += f"; {', '.join(ignored)} ignored (parameter_server only)" if ignored else ""
-        step = "one global step = compute, then one all-reduce of |w|; communication = the all-reduce"
-    batch = (f"global batch {f.global_batch_size} split over the N workers (G/N each)" if f.global_batch_size
-             else f"batch {f.batch_size} per worker")
-    lines = [
-        f"tfbench performance model: {what}; {f.model} {f.mode} {f.precision} {f.image_size}px "
-        f"{f.num_classes} classes, {batch}",
-        f"|w| = {s.w_bytes / 1e6:.1f} MB: {counted['params']:,} trainable parameters in {counted['variables']} "
-        f"variables x 4 bytes (variables stay fp32 under every --precision; counted from the model's graph)",
-    ]
-    if placed is not None:
-        lines.append(f"ps placement (--ps_partitioner={f.ps_partitioner}, --ps_placer={f.ps_placer}, k = {placed.num_ps}, as tfbench's "
-                     f"ParameterServerStrategy places them): {shards.describe(placed)}")
-    d = f.devices_per_node
-    lines += [
-        f"nodes: {d} worker{'s' if d > 1 else ''} (devices) per node, ceil(N/{d}) nodes on the network"
-        + (f"; inside a node they aggregate over {f.intra_node_link} ({terms.INTRA_NODE[f.intra_node_link][1]})"
-           if d > 1 else ""),
-        f"link alpha = {link.link.alpha_s * 1e3:.3f} ms per message, {link.alpha_source}",
-        f"link beta = {link.link.beta / 1e6:.1f} MB/s each direction, {link.beta_source}",
-        f"share of beta the strategy's protocol gets = {facts['share'][0]:.3f}, {facts['share'][1]}",
-        "network core: " + (f"{f.fabric_capacity:g} Gbit/s aggregate (given)" if f.fabric_capacity else
-                             f"oversubscribed {f.oversubscription:g}:1 (given)" if f.oversubscription else
-                             "full bisection (assumed: give --fabric_capacity or --oversubscription)"),
-        f"compute = {facts['ms']:g} ms per image x batch {s.batch_size} = {s.compute_s * 1e3:.1f} ms per worker step, "
-        f"{facts['compute_source']}" + (f"; {f.compute_ms_per_step:g} ms of it per step, the rest per image"
-                                        if f.global_batch_size else ""),
-        f"duplex chi = {facts['chi'][0]:.3g} (share of a link's two directions that does not overlap), "
-        f"{facts['chi'][1]}",
-        f"terms: overlap phi = {f.overlap_phi:g}, per-message cost {f.per_message_us:g} us, stragglers compute "
-        f"cv = {f.compute_cv:g} (given or default)",
-    ]
-    if s.strategy == "parameter_server":
-        lines.append(f"ps apply = {s.ps_apply_s * 1e3:g} ms per update of |w| (each shard 1/k of it), "
-                     f"{facts['apply'][1]}")
-    lines += [f"overhead = {s.overhead_s * 1e3:g} ms per step, {facts['overhead'][1]}", f"step: {step}"]
-    return lines
-
-
-def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, compute_s: float, chi: float):
-    f = FLAGS
-    fabric = (f.fabric_capacity * 1e9 / 8 if f.fabric_capacity else
-              terms.fabric_capacity(nodes_for_core, link_beta, f.oversubscription) if f.oversubscription else None)
-    return sync_step.Extra(
-        shard_bytes=placed.shard_bytes if placed is not None else None,
-        shard_variables=placed.shard_variables if placed is not None else None,
-        devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=chi, phi=f.overlap_phi,
-        per_message_s=f.per_message_us / 1e6, sigma_s=f.compute_cv * compute_s, fabric=fabric)
+def counted_memory() -> dict:
+    """The model's counted bytes (weights, gradients, slots) for the flags' model, as runs count them."""
+    return memory.counts(config_lib.RunConfig(model=FLAGS.model, image_size=FLAGS.image_size,
+                                              num_classes=FLAGS.num_classes))
 
 
 def main(argv) -> int:
@@ -301,41 +245,21 @@ def main(argv) -> int:
         print(f"tfbench: error: unexpected arguments: {' '.join(argv[1:])}", file=sys.stderr)
         return 2
     try:
-        counts, facts = request()
-        counted = memory.counts(config_lib.RunConfig(model=FLAGS.model, image_size=FLAGS.image_size,
-                                                     num_classes=FLAGS.num_classes))
+        counts, data, prices = request()
+        facts = resolve(data)
+        refits = [resolve(doc) for doc in params_lib.refits(data)] if data else []
+        counted = counted_memory()
         variables = (shards.from_records(variables_lib.variables(FLAGS.model, FLAGS.image_size, FLAGS.num_classes))
                      if FLAGS.strategy == "parameter_server" else None)
     except (ConfigError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    f = FLAGS
-    w = float(sum(v.nbytes for v in variables if v.trainable)) if variables else 4.0 * counted["params"]
-    link = facts["link"].link.with_beta_share(facts["share"][0])
-    compute = f.batch_size * facts["ms"] / 1e3 + (f.compute_ms_per_step / 1e3 if f.global_batch_size else 0.0)
-
-    def setting_at(n: int):
-        k = terms.nodes(n, f.devices_per_node) if f.ps_per_worker else (f.num_ps or 1)
-        placed = placement_for(variables, k) if variables else None
-        extra = _extra(placed, 0.0, terms.nodes(n, f.devices_per_node), link.beta, compute, facts["chi"][0])
-        return placed, prediction.Setting(
-            strategy=f.strategy, w_bytes=w, compute_s=compute, batch_size=f.batch_size, link=link, num_ps=k,
-            ps_placement=f.ps_placement, ps_sync=f.ps_sync, ps_apply_s=facts["apply"][0],
-            overhead_s=facts["overhead"][0], extra=extra, global_batch_size=f.global_batch_size,
-            compute_per_step_s=f.compute_ms_per_step / 1e3)
-
-    rate_1 = prediction.point(setting_at(1)[1], 1).images_per_sec
-    points = []
-    for n in counts:
-        p = prediction.point(setting_at(n)[1], n)
-        points.append(dataclasses.replace(p, scaling_efficiency=p.images_per_sec / (n * rate_1)))
-    placed, last = setting_at(max(counts))
-    lines = header(last, counted, facts, placed)
-    assumptions = f"assumptions: {'; '.join(ASSUMPTIONS)}"
-    if f.format == "csv":
+    model = predict_rows.Model(counted, variables)
+    lines, rows, columns = model.rows(counts, facts, refits, data, prices)
+    assumptions = f"assumptions: {'; '.join(predict_rows.ASSUMPTIONS)}"
+    if FLAGS.format == "csv":
         print("\n".join(lines + [assumptions]), file=sys.stderr)
-        print(render.csv_text(points, last.strategy))
-    else:
-        print(render.table(points, last.strategy, lines))
+    print(render.render(rows, columns, FLAGS.format, lines + ([assumptions] if FLAGS.format == "json" else [])))
+    if FLAGS.format == "table":
         print(assumptions, file=sys.stderr)
     return 0

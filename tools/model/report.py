@@ -5,8 +5,11 @@ on all of them, and writes SWEEP_DIR/model/: params.json, summary.md and one plo
 images/sec against workers (1 to 1024, log axis) with the measured points and the predicted
 curves; then, per link: where one parameter server stops gaining (w*), how many ps shards keep
 up at each N, and the bandwidth at which a parameter server matches ring all-reduce. Every
-assumption of the extrapolation is stated next to the numbers. Prints the validation table and
-`median abs error = X%`.
+assumption of the extrapolation is stated next to the numbers, and every prediction carries its
+90% interval (tfbench.perfmodel.spread: the fit's refits and its runs' scatter). Prints the
+validation table (--report_format: table, csv or json), `median abs error = X%` and
+`coverage = X% of held-out points inside their 90% interval, median width Y%`;
+--price_per_node_hour and --watts_per_node add the cost of every rate.
 """
 from __future__ import annotations
 
@@ -17,14 +20,14 @@ from typing import Dict, List, Sequence
 from absl import flags
 
 from tfbench.config.errors import ConfigError
+from tfbench.perfmodel import cost, intervals, prediction, whatif
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction
+from tfbench.perfmodel import spread as spread_lib
 from tfbench.perfmodel import validate as validate_lib
-from tfbench.perfmodel import whatif
 from tfbench.perfmodel.links import rate_text
 from tfbench.perfmodel.observations import Observation
-from tools.model import fit
+from tools.model import fit, pricing
 
 FLAGS = flags.FLAGS
 WORKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -47,17 +50,22 @@ def define_flags() -> None:
 
 
 def help_groups():
-    return [("Validate", ["hold_out_link"])]
+    return [("Validate", ["hold_out_link", "report_format"]), ("Cost", pricing.NAMES)]
 
 
-def curve_settings(observations: Sequence[Observation], data: dict) -> Dict[str, Dict[str, prediction.Setting]]:
-    """{link: {strategy label: setting}}: one predicted curve per strategy the sweep ran on each link."""
-    curves: Dict[str, Dict[str, prediction.Setting]] = {}
+def curve_runs(observations: Sequence[Observation], data: dict) -> Dict[str, Dict[str, Observation]]:
+    """{link: {strategy label: run}}: one predicted curve per strategy the sweep ran on each link,
+    set as its run with the fewest workers."""
+    curves: Dict[str, Dict[str, Observation]] = {}
     for o in sorted(observations, key=lambda o: (o.link_rate_bps, o.num_workers)):
-        s = fit_lib.setting(o, data) if o.predicted else None
-        if s is not None:
-            curves.setdefault(o.link, {}).setdefault(label(o), s)
+        if o.predicted and fit_lib.setting(o, data) is not None:
+            curves.setdefault(o.link, {}).setdefault(label(o), o)
     return curves
+
+
+def rate_interval(found: spread_lib.Spread, o: Observation, n: int) -> intervals.Interval:
+    """Images/sec of run o's setting at N workers, with its interval over the fit's refits."""
+    return found.interval(lambda d: prediction.point(fit_lib.setting(o, d), n).images_per_sec)
 
 
 def label(o: Observation) -> str:
@@ -66,20 +74,23 @@ def label(o: Observation) -> str:
     return o.strategy
 
 
-def plot(link: str, settings: Dict[str, prediction.Setting], measured: Sequence[Observation], path: str) -> None:
+def plot(link: str, runs: Dict[str, Observation], found: spread_lib.Spread, measured: Sequence[Observation],
+         path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (name, s) in enumerate(sorted(settings.items())):
-        points = prediction.predict(s, sorted(set(WORKERS) | set(range(1, 9))))
+    counts = sorted(set(WORKERS) | set(range(1, 9)))
+    for i, (name, o) in enumerate(sorted(runs.items())):
+        found_at = [rate_interval(found, o, n) for n in counts]
         color = f"C{i}"
-        ax.plot([p.num_workers for p in points], [p.images_per_sec for p in points], color=color,
-                label=f"{name}, predicted")
-        mine = [o for o in measured if label(o) == name]
-        ax.scatter([o.num_workers for o in mine], [o.images_per_sec for o in mine], color=color, marker="o",
+        ax.plot(counts, [r.point for r in found_at], color=color, label=f"{name}, predicted")
+        ax.fill_between(counts, [r.low for r in found_at], [r.high for r in found_at], color=color, alpha=0.15,
+                        label=f"{name}, {intervals.LEVEL:.0%} interval")
+        mine = [m for m in measured if label(m) == name]
+        ax.scatter([m.num_workers for m in mine], [m.images_per_sec for m in mine], color=color, marker="o",
                    zorder=3, label=f"{name}, measured")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -93,19 +104,25 @@ def plot(link: str, settings: Dict[str, prediction.Setting], measured: Sequence[
     plt.close(fig)
 
 
-def whatif_lines(link: str, settings: Dict[str, prediction.Setting]) -> List[str]:
+def whatif_lines(link: str, runs: Dict[str, Observation], found: spread_lib.Spread, prices: cost.Prices) -> List[str]:
     lines = [f"### Link {link}", "", f"![images/sec vs workers, link {link}](images_per_sec_{link}.png)", ""]
+    settings = {name: fit_lib.setting(o, found.point) for name, o in runs.items()}
     ps = next((s for name, s in settings.items() if name.startswith("parameter_server")), None)
-    headers = ["workers"] + [f"{name} images/sec (bottleneck)" for name in sorted(settings)]
+    headers = ["workers"] + [f"{name} images/sec [{intervals.LEVEL:.0%}] (bottleneck)" for name in sorted(settings)]
+    if prices.given:
+        headers += [f"{name} {', '.join(prices.columns())}" for name in sorted(settings)]
     if ps is not None:
         headers += ["ps shards that keep up", "bandwidth where ps matches ring"]
     lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     unmatched = None
     for n in WORKERS:
-        row = [str(n)]
+        row, costs = [str(n)], []
         for name in sorted(settings):
-            p = prediction.point(settings[name], n)
-            row.append(f"{p.images_per_sec:.1f} ({p.bottleneck})")
+            p, rate = prediction.point(settings[name], n), rate_interval(found, runs[name], n)
+            row.append(f"{rate.text()} ({p.bottleneck})")
+            priced = cost.per_unit(rate, cost.nodes(n, 1, ps_hosts(runs[name], settings[name])), prices)
+            costs.append("; ".join(v.text(2) for v in priced.values()))
+        row += costs if prices.given else []
         if ps is not None:
             k = whatif.shards_needed(ps, n)
             match = whatif.bandwidth_match(ps, n)
@@ -123,25 +140,34 @@ def whatif_lines(link: str, settings: Dict[str, prediction.Setting]) -> List[str
     return lines + [""]
 
 
+def ps_hosts(o: Observation, s: prediction.Setting) -> int:
+    """Hosts of their own the setting's ps take (0 collocated or not a parameter server)."""
+    return int(s.num_ps) if o.strategy == "parameter_server" and s.ps_placement == "separate" else 0
+
+
 def write(sweep_dir: str, rows: Sequence[validate_lib.Row], observations: Sequence[Observation], data: dict,
-          skipped) -> str:
+          found: spread_lib.Spread, skipped, prices: cost.Prices) -> str:
     out = os.path.join(sweep_dir, "model")
     os.makedirs(out, exist_ok=True)
     params_lib.save(os.path.join(out, "params.json"), data)
-    curves = curve_settings(observations, data)
+    curves = curve_runs(observations, found.point)
     summary = validate_lib.summary(rows)
-    lines = ["# tfbench performance model: fitted on this sweep, validated on runs it never saw", "",
-             fit.summary_line(summary), "",
+    lines = ["# tfbench performance model: fitted on this sweep, validated on runs it never saw", ""]
+    lines += fit.summary_lines(summary) + ["",
              "## Validation", "",
              "Each held-out run is predicted from a fit on the others only (its link's alpha and beta come from "
-             "its own link probe, as a user would measure a network; never from its step times).", "",
-             "```", fit.render(rows), "```", "",
+             "its own link probe, as a user would measure a network; never from its step times), with the "
+             f"{intervals.LEVEL:.0%} interval of that fit ({found.basis}).", "",
+             "```", fit.render(rows, prices=prices), "```", "",
              "## Fitted on every run of the sweep (params.json)", "", "```", fit.describe(data), "```", "",
              "## What if: larger clusters", "",
-             "Assumptions of every number below:", ""] + [f"- {a}" for a in ASSUMPTIONS] + [""]
-    for link, settings in sorted(curves.items(), key=lambda kv: next(iter(kv[1].values())).link.beta):
-        plot(link, settings, [o for o in observations if o.link == link], os.path.join(out, f"images_per_sec_{link}.png"))
-        lines += whatif_lines(link, settings)
+             "Assumptions of every number below:", ""] + [f"- {a}" for a in ASSUMPTIONS] + [
+             f"- the intervals: {found.basis}", ""]
+    for link, runs in sorted(curves.items(), key=lambda kv: fit_lib.setting(next(iter(kv[1].values())),
+                                                                           found.point).link.beta):
+        plot(link, runs, found, [o for o in observations if o.link == link],
+             os.path.join(out, f"images_per_sec_{link}.png"))
+        lines += whatif_lines(link, runs, found, prices)
     if skipped:
         lines += ["## Runs not used", ""] + [f"- {run_id}: {why}" for run_id, why in skipped]
     path = os.path.join(out, "summary.md")
@@ -154,15 +180,17 @@ def main(argv) -> int:
     try:
         if len(argv) != 2:
             raise ConfigError("give one sweep directory: python -m tools.model report SWEEP_DIR")
+        fmt = fit.report_format()
+        prices = pricing.prices()
         found, skipped = fit.observations([argv[1]])
         rows = validate_lib.validate(found, FLAGS.hold_out_link)
-        data = fit_lib.fit(found)
+        data, spread = fit_lib.with_spread(found)
     except (ConfigError, ValueError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    out = write(argv[1], rows, found, data, skipped)
-    print(fit.render(rows))
-    print(fit.summary_line(validate_lib.summary(rows)))
-    print(f"report written to {out}/summary.md")
+    out = write(argv[1], rows, found, data, spread, skipped, prices)
+    summary = fit.summary_lines(validate_lib.summary(rows)) + [f"report written to {out}/summary.md"]
+    print(fit.render(rows, fmt, prices, summary))
+    if fmt != "json":
+        print("\n".join(summary), file=sys.stdout if fmt == "table" else sys.stderr)
     return 0
-

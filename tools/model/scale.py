@@ -5,14 +5,19 @@ strategy by strategy (a parameter server by its placement and shards: one ps on 
 own, or k = N shards collocated; MWMS; Horovod). Compute per image and the links come from every
 fitted run; each strategy's overhead per step and link share from its own fitted runs; a
 parameter server with several shards is charged its busiest shard as the run placed its variables.
-Prints every run (fitted or held out) with measured and predicted images/sec and the error; per
+Prints every run (fitted or held out) with measured and predicted images/sec, the prediction's
+90% interval (tfbench.perfmodel.spread: a bootstrap over the fitted runs, every strategy's fit
+redone on each copy) and the error; per
 strategy the error at each N, its trend (points per doubling of N, least squares over the largest
 fitted N and the held-out ones) and the drift from the largest fitted N to the largest N; what
 each fit found and on which runs; every parameter-server run's busiest ps host, its link counter
 against the shards it holds; the memory the runs needed (the machine's peak in use and the sum of
 the largest run's tasks' peak resident memory, from the runs' monitor records); then
-`median abs error = X%` and the largest over the held-out runs and the goals (median <= 10%, max
-<= 20%, no drift beyond 10 points).
+`median abs error = X%` and the largest over the held-out runs,
+`coverage = X% of held-out points inside their 90% interval, median width Y%` and the goals
+(median <= 10%, max <= 20%, no drift beyond 10 points, coverage >= 80%, width <= 30%).
+--format=csv or json prints the runs' table as plain CSV (header first; the rest to standard
+error) or one JSON document; --price_per_node_hour and --watts_per_node add each rate's cost.
 """
 from __future__ import annotations
 
@@ -22,27 +27,33 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from tfbench.config.errors import ConfigError
+from tfbench.perfmodel import cost, intervals, prediction, render
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction
 from tfbench.perfmodel import scale as scale_lib
+from tfbench.perfmodel import spread as spread_lib
 from tfbench.perfmodel.observations import Observation
-from tools.model import fit
+from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
+from tools.model import fit, pricing
 from tools.rundirs.runs import find_runs
 
 FLAGS = flags.FLAGS
-COLUMNS = ("strategy", "workers", "use", "run_id", "measured_images_per_sec", "predicted_images_per_sec", "error",
-           "bottleneck")
+COLUMNS = (Column("strategy", TEXT), Column("workers", NUMBER, 0), Column("use", TEXT), Column("run_id", TEXT),
+           Column("measured_images_per_sec", NUMBER, 2), Column("predicted_images_per_sec", INTERVAL, 2),
+           Column("error", ERROR), Column("bottleneck", TEXT))
 
 
 def define_flags() -> None:
     if "fit_up_to" in FLAGS:
         return
     flags.DEFINE_integer("fit_up_to", 4, "Fit on the runs with at most this many workers; predict the others.")
+    if "format" not in FLAGS:
+        flags.DEFINE_string("format", "table", "table, csv or json.")
+    pricing.define_flags()
 
 
 def help_groups():
-    return [("Scale", ["fit_up_to"])]
+    return [("Scale", ["fit_up_to"]), ("Cost", pricing.NAMES), ("Output", ["format"])]
 
 
 def label(o: Observation) -> str:
@@ -62,35 +73,44 @@ def families(observations: Sequence[Observation]) -> Dict[str, List[Observation]
     return dict(sorted(found.items()))
 
 
-def fits(observations: Sequence[Observation], fit_up_to: int) -> Dict[str, dict]:
-    """{label: parameters fitted on that strategy's runs with N <= fit_up_to (compute and links
-    from every such run)}; a strategy without such runs is left out."""
+def fit_families(training: Sequence[Observation], like: Optional[Dict[str, dict]] = None) -> Dict[str, dict]:
+    """{label: parameters fitted on that strategy's runs (compute and links from every run)};
+    with `like`, each strategy fits the parameters that fit's did."""
+    return {name: fit_lib.fit(group, compute_from=training, like=(like or {}).get(name))
+            for name, group in families(training).items()}
+
+
+def family_rate(fitted: Dict[str, dict], o: Observation) -> Optional[float]:
+    data = fitted.get(label(o))
+    return fit_lib.predicted_rate(data, o) if data else None
+
+
+def fits(observations: Sequence[Observation], fit_up_to: int) -> spread_lib.Spread:
+    """The fit of every strategy on its runs with N <= fit_up_to (compute and links from every
+    such run), with its refits (a bootstrap over those runs); a strategy without such runs is
+    left out."""
     if fit_up_to < 1:
         raise ConfigError(f"--fit_up_to must be 1 or more, got {fit_up_to}")
     if not any(o.num_workers > fit_up_to for o in observations if o.predicted):
         raise ConfigError(f"no run has more than --fit_up_to={fit_up_to} workers: nothing to predict")
     training = [o for o in observations if o.num_workers <= fit_up_to]
-    out = {}
-    for name, group in families(observations).items():
-        mine = [o for o in group if o.num_workers <= fit_up_to]
-        if mine:
-            out[name] = fit_lib.fit(mine, compute_from=training)
-    return out
+    return spread_lib.fit_spread(training, fit_families, family_rate)
 
 
 def rows(observations: Sequence[Observation], fit_up_to: int,
-         fitted: Optional[Dict[str, dict]] = None) -> List[scale_lib.Row]:
+         fitted: Optional[spread_lib.Spread] = None) -> List[scale_lib.Row]:
     """Every predicted strategy's runs, fitted (N <= fit_up_to) and held out, with the prediction
-    of a fit on that strategy's fitted runs (fits(); compute and links from every fitted run)."""
+    and its interval of a fit on that strategy's fitted runs (fits())."""
     fitted = fits(observations, fit_up_to) if fitted is None else fitted
     out = []
     for name, group in families(observations).items():
-        data = fitted.get(name)
         for o in sorted(group, key=lambda o: (o.num_workers, o.run_id)):
-            s = fit_lib.setting(o, data) if data else None
-            p = prediction.point(s, o.num_workers) if s else None
-            out.append(scale_lib.Row(name, o.num_workers, o.images_per_sec, p.images_per_sec if p else None,
-                                     o.num_workers > fit_up_to, o.run_id, p.bottleneck if p else "no fitted runs"))
+            predicted = family_rate(fitted.point, o)
+            s = fit_lib.setting(o, fitted.point[name]) if name in fitted.point else None
+            iv = fitted.interval(lambda d, o=o: family_rate(d, o)) if predicted else None
+            out.append(scale_lib.Row(name, o.num_workers, o.images_per_sec, predicted, o.num_workers > fit_up_to,
+                                     o.run_id, prediction.point(s, o.num_workers).bottleneck if s else "no fitted runs",
+                                     iv))
     return out
 
 
@@ -159,11 +179,17 @@ def memory_line(memory: Sequence[Tuple[str, int, float, float]]) -> str:
             "counted in every task)")
 
 
-def table(found: Sequence[scale_lib.Row], fmt: str = "table") -> str:
-    values = [[r.strategy, str(r.num_workers), "held out" if r.held_out else "fitted", r.run_id, f"{r.measured:.2f}",
-               "-" if r.predicted is None else f"{r.predicted:.2f}", scale_lib.points(r.error), r.bottleneck]
-              for r in found]
-    return fit.text_table(values, COLUMNS, fmt)
+def table(found: Sequence[scale_lib.Row], fmt: str = "table", prices: Optional[cost.Prices] = None,
+          facts: Sequence[str] = (), hosts: Optional[Dict[str, int]] = None) -> str:
+    values = [{"strategy": r.strategy, "workers": r.num_workers, "use": "held out" if r.held_out else "fitted",
+               "run_id": r.run_id, "measured_images_per_sec": r.measured,
+               "predicted_images_per_sec": r.interval or r.predicted, "error": r.error if r.error is not None else "n/a",
+               "bottleneck": r.bottleneck, "nodes": (hosts or {}).get(r.run_id, r.num_workers)} for r in found]
+    columns = list(COLUMNS)
+    if prices is not None and prices.given:
+        pricing.add(values, prices, "predicted_images_per_sec", "measured_images_per_sec")
+        columns += [Column("nodes", NUMBER, 0)] + pricing.columns(prices, measured=True)
+    return render.render(values, columns, fmt, facts)
 
 
 def trend_lines(found: Sequence[scale_lib.Row]) -> List[str]:
@@ -183,13 +209,16 @@ def summary_lines(found: Sequence[scale_lib.Row], fit_up_to: int) -> List[str]:
         return ["median abs error = n/a (no held-out run could be predicted)"]
     span = f"N = {held[0]}-{held[-1]}" if len(held) > 1 else f"N = {held[0]}"
     goals = s["goals"]
+    met = lambda name: "met" if goals[name] else "missed"  # noqa: E731
     return [f"median abs error = {s['median_abs_error']:.1%}, max abs error = {s['max_abs_error']:.1%} over "
             f"{s['points']} held-out runs ({span}, fitted on N <= {fit_up_to})"
             + (f"; {s['unpredicted']} could not be predicted" if s["unpredicted"] else ""),
-            f"goals: median <= {scale_lib.GOAL_MEDIAN:.0%} {'met' if goals['median'] else 'missed'}, "
-            f"max <= {scale_lib.GOAL_MAX:.0%} {'met' if goals['max'] else 'missed'}, drift <= "
-            f"{scale_lib.GOAL_DRIFT * 100:.0f} points {'met' if goals['drift'] else 'missed'}"
-            + ("" if s["max_drift"] is None else f" (largest {s['max_drift'] * 100:.1f} points)")]
+            intervals.coverage_line(s["coverage"]),
+            f"goals: median <= {scale_lib.GOAL_MEDIAN:.0%} {met('median')}, max <= {scale_lib.GOAL_MAX:.0%} "
+            f"{met('max')}, drift <= {scale_lib.GOAL_DRIFT * 100:.0f} points {met('drift')}"
+            + ("" if s["max_drift"] is None else f" (largest {s['max_drift'] * 100:.1f} points)")
+            + f", coverage >= {scale_lib.GOAL_COVERAGE:.0%} {met('coverage')}, median width <= "
+              f"{scale_lib.GOAL_WIDTH:.0%} {met('width')}"]
 
 
 def main(argv) -> int:
@@ -198,23 +227,24 @@ def main(argv) -> int:
             raise ConfigError("give one sweep directory: python -m tools.model scale SWEEP_DIR")
         if FLAGS.fit_up_to < 1:
             raise ConfigError(f"--fit_up_to must be 1 or more, got {FLAGS.fit_up_to}")
+        if FLAGS.format not in render.FORMATS:
+            raise ConfigError(f"--format={FLAGS.format!r} is unknown; choose one of {', '.join(render.FORMATS)}")
+        prices = pricing.prices()
         found, skipped = fit.observations([argv[1]])
         fitted = fits(found, FLAGS.fit_up_to)
         result = rows(found, FLAGS.fit_up_to, fitted)
     except (ConfigError, ValueError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    print(table(result))
-    print()
-    print("\n".join(trend_lines(result)))
-    print()
-    print("\n".join(parameter_lines(fitted)))
-    print()
-    print("\n".join(bytes_lines(found)))
-    for run_id, why in skipped:
-        print(f"not used: {run_id}: {why}")
+    lines = trend_lines(result) + [""] + parameter_lines(fitted.point) + [f"intervals: {fitted.basis}", ""]
+    lines += bytes_lines(found) + [f"not used: {run_id}: {why}" for run_id, why in skipped]
     memory = memory_mb([argv[1]])
-    if memory:
-        print(memory_line(memory))
-    print("\n".join(summary_lines(result, FLAGS.fit_up_to)))
+    lines += [memory_line(memory)] if memory else []
+    lines += summary_lines(result, FLAGS.fit_up_to)
+    hosts = {o.run_id: fit.hosts(o) for o in found}
+    if FLAGS.format == "json":
+        print(table(result, "json", prices, lines, hosts))
+        return 0
+    print(table(result, FLAGS.format, prices, hosts=hosts))
+    print("\n" + "\n".join(lines), file=sys.stdout if FLAGS.format == "table" else sys.stderr)
     return 0
