@@ -5,7 +5,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-REQ_HASH := $(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
+# The pinned requirements: the package's (requirements.txt, pyproject.toml's dependencies) and the
+# test suite's (pyproject.toml's dependency group `test`), hashed as one list.
+TEST_PINS := import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"]["test"]))
+REQ_HASH := $(shell { cat requirements.txt; $(PYTHON) -c '$(TEST_PINS)'; } 2>/dev/null | sha1sum | cut -c1-12)
 REQ_STAMP := $(VENV)/.requirements-$(REQ_HASH)
 HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/dev/null | cut -c1-12)
 # The environment lives once per interpreter and requirements under the user's cache, and every
@@ -16,7 +19,7 @@ SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PY
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
-$(REQ_STAMP): | requirements.txt
+$(REQ_STAMP): | requirements.txt pyproject.toml
 	@bash tools/scripts/setup_venv.sh "$(PYTHON)" "$(VENV)" "$(SHARED_VENV)" "$@"
 
 $(HVD_STAMP): | $(REQ_STAMP)
