@@ -15,7 +15,7 @@ HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency horovod slurm image clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -31,6 +31,13 @@ horovod: $(HVD_STAMP)
 # which also call this themselves when run as root.
 slurm:
 	bash tools/scripts/install_slurm.sh
+
+# The container image (Containerfile) with podman: tfbench installed with its requirements and
+# Horovod, tagged tfbench:latest; `make image VARIANT=gpu` the GPU variant (tfbench:gpu),
+# BASE=<image> another base than the Debian 12 one made here with mmdebstrap (BUILD.md). Installs
+# podman and mmdebstrap first (root, Debian: tools/scripts/install_podman.sh).
+image:
+	bash tools/scripts/build_image.sh
 
 # The default job: a few-minute comparison of strategies on ResNet50 at their tuned and default knobs
 # (4-5 points: a strategy whose saved tuning kept its defaults runs once; 2-5 min on 2 cores),
