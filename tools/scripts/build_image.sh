@@ -58,8 +58,20 @@ if [ -n "$cert" ] && [ -f "$cert" ]; then
 fi
 
 echo "tfbench: building $IMAGE (VARIANT=$VARIANT, BASE=$BASE, commit $commit)" >&2
+before=$(podman images --all --quiet --no-trunc | sort)
 started=$(date +%s)
 podman build --network=host "${volumes[@]}" --build-arg BASE="$BASE" --build-arg VARIANT="$VARIANT" \
   --build-arg TFBENCH_COMMIT="$commit" --tag "$IMAGE" --file "$context/Containerfile" "$context"
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+# The images earlier builds of this tag made (its former image, stages no longer used) go; those
+# this build still stands on (the pins' layer, its cache) are refused by `podman rmi` and stay.
+state="${XDG_CACHE_HOME:-$HOME/.cache}/tfbench/image-$(echo "$IMAGE" | tr '/:' '__').ids"
+mkdir -p "$(dirname "$state")"
+current=sha256:$(podman image inspect --format '{{.Id}}' "$IMAGE")
+for id in $(cat "$state" 2>/dev/null); do
+  [ "$id" = "$current" ] || podman rmi "$id" >/dev/null 2>&1 || true
+done
+{ podman images --all --quiet --no-trunc | sort | comm -13 <(echo "$before") -
+  for id in $(cat "$state" 2>/dev/null); do podman image exists "$id" && echo "$id"; done; } | sort -u > "$state.tmp"
+mv "$state.tmp" "$state"
 echo "tfbench: built $IMAGE in $(( $(date +%s) - started )) s, $(( size / 1000000 )) MB" >&2
