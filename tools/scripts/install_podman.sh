@@ -8,6 +8,7 @@
 # where no registry of base images is reachable. Idempotent: returns at once when every command
 # is there. Needs root (apt-get); otherwise it says so and exits 1 without changing anything.
 set -euo pipefail
+source "$(dirname "$0")/debian_packages.sh"
 
 missing=()
 for cmd in podman runc mmdebstrap iptables; do
@@ -16,15 +17,4 @@ done
 for helper in netavark aardvark-dns; do
   [ -x "/usr/lib/podman/$helper" ] || missing+=("$helper")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "tfbench: installing podman needs root (missing: ${missing[*]}); run: sudo $0" >&2
-  exit 1
-fi
-echo "tfbench: installing podman, runc, netavark, aardvark-dns and mmdebstrap (missing: ${missing[*]})" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends podman runc netavark aardvark-dns iptables mmdebstrap \
-  ca-certificates >/dev/null
+install_debian_packages podman "${missing[*]}" podman runc netavark aardvark-dns iptables mmdebstrap ca-certificates
