@@ -1,17 +1,18 @@
-"""Saved tunings: the knob settings `python -m tfbench --tune` found best for one setting on one machine.
+"""Saved tunings: the knob settings `python -m tfbench --tune` found best for one setting on one
+machine.
 
 A setting is everything that changes which knobs win besides the knobs themselves (model, mode,
 image and batch size, workers and their cores, ps layout, network, precision, device); the
 machine is the rest (tfbench.measure.machine: CPU model, CPUs, GPUs, TensorFlow version). The
-best knob of one machine can lose on another (MWMS's 4 MiB packs, tuned on a 2-core box, beat
-the default at 2 workers on a 16-core one and lost to it at 4 and 8), so the store keys each
-tuning by machine, then setting, then strategy, and only this machine's are ever applied. Sweeps
-look a strategy's settings up here when an axis asks for `tuning: best` (tools/sweeps/tuned.json
-is the store `make run` reads); a setting tuned only on other machines is measured at its
-defaults, and the sweep says so (NotTunedHere). Each entry names the tuning run it came from by
-its run id (no path of the machine it ran on), its date and commit, the images/sec of the best
-and of the default, and whether the two differ beyond the noise; where they do not, the default
-is kept as best.
+best knob of one machine can lose on another (on 2026-11-27, MWMS's 4 MiB packs, tuned on a
+2-core box, beat the default at 2 workers on a 16-core one and lost to it at 4 and 8), so the
+store keys each tuning by machine, then setting, then strategy, and only this machine's are ever
+applied. Sweeps look a strategy's settings up here when an axis asks for `tuning: best`
+(tools/sweeps/tuned.json is the store `make run` reads); a setting tuned only on other machines
+is measured at its defaults, and the sweep says so (NotTunedHere). Each entry names the tuning
+run it came from by its run id (no path of the machine it ran on), its date and commit, the
+images/sec of the best and of the default, and whether the two differ beyond the noise; where
+they do not, the default is kept as best.
 """
 from __future__ import annotations
 
