@@ -40,7 +40,8 @@ image:
 	bash tools/scripts/build_image.sh
 
 # The default job: a few-minute comparison of strategies on ResNet50 at their tuned and default knobs
-# (4-5 points: a strategy whose saved tuning kept its defaults runs once; 2-5 min on 2 cores),
+# (3-5 points: a strategy whose saved tuning kept its defaults, or that this machine never tuned,
+# runs once at its defaults; 2-5 min on 2 cores),
 # table and plots.
 # Every `make run` measures afresh, into sweeps/quick-<time>.
 run: setup
