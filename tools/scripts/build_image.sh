@@ -72,6 +72,7 @@ for id in $(cat "$state" 2>/dev/null); do
   [ "$id" = "$current" ] || podman rmi "$id" >/dev/null 2>&1 || true
 done
 { podman images --all --quiet --no-trunc | sort | comm -13 <(echo "$before") -
-  for id in $(cat "$state" 2>/dev/null); do podman image exists "$id" && echo "$id"; done; } | sort -u > "$state.tmp"
+  for id in $(cat "$state" 2>/dev/null); do if podman image exists "$id"; then echo "$id"; fi; done
+} | sort -u > "$state.tmp"
 mv "$state.tmp" "$state"
 echo "tfbench: built $IMAGE in $(( $(date +%s) - started )) s, $(( size / 1000000 )) MB" >&2
