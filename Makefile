@@ -5,18 +5,21 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-REQ_HASH := $(shell sha1sum requirements.txt 2>/dev/null | cut -c1-12)
+# The pinned requirements: the package's (requirements.txt, pyproject.toml's dependencies) and the
+# test suite's (pyproject.toml's dependency group `test`), hashed as one list.
+TEST_PINS := import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"]["test"]))
+REQ_HASH := $(shell { cat requirements.txt; $(PYTHON) -c '$(TEST_PINS)'; } 2>/dev/null | sha1sum | cut -c1-12)
 REQ_STAMP := $(VENV)/.requirements-$(REQ_HASH)
 HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/dev/null | cut -c1-12)
 # The environment lives once per interpreter and requirements under the user's cache, and every
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale horovod slurm clean
+.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale horovod slurm image clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
-$(REQ_STAMP): | requirements.txt
+$(REQ_STAMP): | requirements.txt pyproject.toml
 	@bash tools/scripts/setup_venv.sh "$(PYTHON)" "$(VENV)" "$(SHARED_VENV)" "$@"
 
 $(HVD_STAMP): | $(REQ_STAMP)
@@ -29,8 +32,16 @@ horovod: $(HVD_STAMP)
 slurm:
 	bash tools/scripts/install_slurm.sh
 
+# The container image (Containerfile) with podman: tfbench installed with its requirements and
+# Horovod, tagged tfbench:latest; `make image VARIANT=gpu` the GPU variant (tfbench:gpu),
+# BASE=<image> another base than the Debian 12 one made here with mmdebstrap (BUILD.md). Installs
+# podman and mmdebstrap first (root, Debian: tools/scripts/install_podman.sh).
+image:
+	bash tools/scripts/build_image.sh
+
 # The default job: a few-minute comparison of strategies on ResNet50 at their tuned and default knobs
-# (4-5 points: a strategy whose saved tuning kept its defaults runs once; 2-5 min on 2 cores),
+# (3-5 points: a strategy whose saved tuning kept its defaults, or that this machine never tuned,
+# runs once at its defaults; 2-5 min on 2 cores),
 # table and plots.
 # Every `make run` measures afresh, into sweeps/quick-<time>.
 run: setup

@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 from tfbench.config import RunConfig, knobs
 from tfbench.config.errors import ConfigError
-from tfbench.measure import comm
+from tfbench.measure import comm, machine
 from tfbench.results import tuned
 from tfrun import cluster_record, task_records
 from tools.sweep import grid as grid_lib
@@ -215,5 +215,8 @@ def test_tune_runs_its_grid_and_saves_the_best(tmp_path, logdir):
     assert document["best"]["knobs"] in [p["knobs"] for p in document["points"]]
     assert os.path.exists(os.path.join(logdir, "tuning", "tune.md"))
     saved = json.load(open(store))
-    (entry,) = saved.values()
+    (machine_key,) = saved  # saved under this machine's key
+    assert machine_key == machine.key()
+    (entry,) = saved[machine_key].values()
     assert entry["multi_worker_mirrored"]["knobs"] == document["best"]["knobs"]
+    assert entry["multi_worker_mirrored"]["tune_run"] == "tuning"  # the run's id, no path

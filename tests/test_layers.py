@@ -11,7 +11,7 @@ from conftest import ROOT
 
 PACKAGES = ("tfbench", "strategies", "cluster", "tools")
 ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.tune", "tfbench.usage", "tools",
-                "cluster.by_hand", "cluster.k8s", "cluster.merge")
+                "cluster.by_hand", "cluster.k8s", "cluster.merge", "tfbench.commands")
 # Bottom to top. A module's floor is that of the longest prefix naming it.
 FLOORS = (
     ("tfbench.framework",),

@@ -8,7 +8,7 @@ import tfbench.config as config_lib
 from conftest import run_cli
 from tfbench.config.errors import ConfigError
 from tfbench.framework import precision
-from tfbench.measure import flops, peaks, startup
+from tfbench.measure import flops, machine, peaks, startup
 from tools.sweep import grid as grid_lib
 
 AVX2_ONLY = {"fma", "avx", "avx2", "f16c"}  # an AVX2 CPU (e.g. AMD Zen 3): no BF16 instructions
@@ -104,7 +104,7 @@ def test_peak_cache_round_trip_and_environment_says_when_unknown(tmp_path, monke
     peaks.store({"other": 1}, key="another machine")
     assert peaks.load()["cpu"]["fp32"]["one_core_flops_per_s"] == 90e9
     assert environment.collect()["peak"]["status"] == "measured"
-    assert set(json.loads((tmp_path / "peak.json").read_text())) == {peaks.machine_key(), "another machine"}
+    assert set(json.loads((tmp_path / "peak.json").read_text())) == {machine.key(), "another machine"}
 
 
 COUNTS = {"forward": 4_000_000_000, "train": 12_000_000_000, "params": 25_000_000}

@@ -7,7 +7,8 @@ interval from its own step-time 95% CI, widened to at least NOISE of the rate (r
 on a shared machine); repeats average. Where the best and the runner-up overlap and time is
 left, both run again, alternating. The best must beat the default beyond both intervals to
 replace it; otherwise the default stays best and the record says so. tune.json holds the grid,
-tune.md its table; the winner goes to the store sweeps read (tfbench.results.tuned).
+tune.md its table; the winner goes to the store sweeps read (tfbench.results.tuned), under this
+machine's key.
 """
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def _write(run, config: RunConfig, grid: List[Point], best: Optional[Point], bud
     entry = None
     if best is not None:
         entry = {"knobs": best.knobs, "images_per_sec": best.rate, "default_images_per_sec": default.rate,
-                 "beyond_noise": best is not default, "tune_dir": run.path,
+                 "beyond_noise": best is not default, "tune_run": run.run_id,
                  "measured": datetime.date.today().isoformat(), "tfbench_commit": env.get("tfbench_commit")}
     document = {"setting": tuned.setting_key(config.to_dict()), "strategy": config.strategy,
                 "noise": NOISE, "budget_s": budget_s, "grid": knobs.TUNE_GRID[config.strategy],
@@ -170,5 +171,5 @@ def _write(run, config: RunConfig, grid: List[Point], best: Optional[Point], bud
     print(text + "\n" + verdict, flush=True)
     if entry is not None and store != "none":
         path = tuned.store_path(store)
-        tuned.save(config.to_dict(), config.strategy, entry, path)
-        print(f"saved to {path}", flush=True)
+        where = tuned.save(config.to_dict(), config.strategy, entry, path)
+        print(f"saved to {path} for this machine ({where})", flush=True)

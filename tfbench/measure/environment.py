@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
 
 from tfbench.framework import distribution
-from tfbench.measure import json_cache, peaks
+from tfbench.measure import json_cache, machine, peaks
 
 PACKAGES = ("tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard")
 
@@ -18,9 +18,15 @@ PACKAGES = ("tensorflow", "tf-keras", "keras", "horovod", "numpy", "tensorboard"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+COMMIT_ENV = "TFBENCH_COMMIT"  # the commit an image was built from (make image sets it)
+
+
 def tfbench_commit():
     """The commit of the tfbench checkout that measured, "+modified" when its tracked files differ
-    from it; None outside a git checkout. Numbers quoted elsewhere name it."""
+    from it. Numbers quoted elsewhere name it. An installed copy (site-packages, no checkout
+    around it) names the commit it was installed from, else None."""
+    if not os.path.exists(os.path.join(ROOT, ".git")):
+        return installed_commit()
     try:
         head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
                               timeout=10)
@@ -33,23 +39,21 @@ def tfbench_commit():
     return head.stdout.strip() + ("+modified" if dirty.stdout.strip() else "")
 
 
+def installed_commit():
+    """pip's record of `pip install git+URL@REF` (direct_url.json), or COMMIT_ENV; None when neither says."""
+    try:
+        direct_url = importlib.metadata.distribution("tfbench").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        direct_url = None
+    commit = (json.loads(direct_url).get("vcs_info") or {}).get("commit_id") if direct_url else None
+    return commit[:7] if commit else (os.environ.get(COMMIT_ENV) or None)
+
+
 def _version(package: str):
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def gpus() -> list:
-    """GPU names from nvidia-smi, without starting TensorFlow; [] when there are none."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def check_build_cache() -> str:
@@ -88,15 +92,17 @@ def _run_check_build(horovodrun: str) -> str:
 
 
 def collect(with_horovod: bool = False) -> dict:
+    gpus = machine.gpus()
     env = {
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "cpu_model": peaks.read_cpu_model(),
+        "cpu_model": machine.cpu_model(),
         "cpu_count": os.cpu_count(),
         "cores_available": sorted(os.sched_getaffinity(0)),
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "gpus": gpus(),
+        "gpus": gpus,
+        "machine": machine.key(machine.identity(gpus)),
         "versions": {p: _version(p) for p in PACKAGES},
         "tensorflow_distribution": distribution.tensorflow(),
         "tf_enable_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1 (tfbench's default)"),

@@ -1,10 +1,10 @@
 """The machine's measured compute peak, cached so that runs never re-measure it.
 
 `python -m tools.bench.peak` measures dense matrix multiplication (GEMM) throughput at fp32 and bf16
-(and fp16 on a GPU), on all cores and on one core, and stores it here keyed by CPU model, core
-count and TensorFlow version. Runs read the cache (no TensorFlow needed) into environment.json
-and divide their achieved FLOP/s by the peak of the cores they had. When nothing was measured
-the record says so; a peak is never guessed.
+(and fp16 on a GPU), on all cores and on one core, and stores it here under this machine's key
+(tfbench.measure.machine: CPU model, CPUs, GPUs, TensorFlow version). Runs read the cache (no
+TensorFlow needed) into environment.json and divide their achieved FLOP/s by the peak of the
+cores they had. When nothing was measured the record says so; a peak is never guessed.
 
 A peak measured while other processes used the cores is too low, and every fraction of it too
 high. So tools.bench.peak records the conditions (the 1-minute load average before measuring, the
@@ -15,12 +15,11 @@ conditions (describe); a fraction above 1 says that the peak, not the run, is wr
 from __future__ import annotations
 
 import os
-import platform
 import time
 from typing import Optional
 
 from tfbench.framework import distribution
-from tfbench.measure import json_cache
+from tfbench.measure import json_cache, machine
 
 CACHE_ENV = "TFBENCH_PEAK_CACHE"  # overrides the cache file (tests)
 UNKNOWN = "unknown: no peak measured on this machine; run `python -m tools.bench.peak`"
@@ -39,30 +38,14 @@ def tf_version() -> str:
     return distribution.tensorflow_version()
 
 
-def read_cpu_model() -> str:
-    """The CPU's model name: the peak is cached per model, and environment.json records it."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine_key(cpu_model: Optional[str] = None) -> str:
-    return f"{cpu_model or read_cpu_model()}|{os.cpu_count()} cpus|tf {tf_version()}"
-
-
 def load(key: Optional[str] = None) -> Optional[dict]:
-    """The cached peak of this machine, or None when it was never measured."""
-    return json_cache.read(cache_path()).get(key or machine_key())
+    """The cached peak of this machine (tfbench.measure.machine's key), or None when it was never measured."""
+    return json_cache.read(cache_path()).get(key or machine.key())
 
 
 def store(entry: dict, key: Optional[str] = None) -> str:
     path = cache_path()
-    json_cache.write(path, key or machine_key(), entry)
+    json_cache.write(path, key or machine.key(), entry)
     return path
 
 

@@ -1,21 +1,29 @@
-"""Saved tunings: the knob settings `python -m tfbench --tune` found best for one setting.
+"""Saved tunings: the knob settings `python -m tfbench --tune` found best for one setting on one
+machine.
 
 A setting is everything that changes which knobs win besides the knobs themselves (model, mode,
-image and batch size, workers and their cores, ps layout, network, precision, device). Sweeps
-look a strategy's settings up here when an axis asks for `tuning: best`
-(tools/sweeps/tuned.json is the store `make run` reads). Each entry names the tuning run it came
-from, its date and commit, the images/sec of the best and of the default, and whether the two
-differ beyond the noise; where they do not, the default is kept as best.
+image and batch size, workers and their cores, ps layout, network, precision, device); the
+machine is the rest (tfbench.measure.machine: CPU model, CPUs, GPUs, TensorFlow version). The
+best knob of one machine can lose on another (on 2026-11-27, MWMS's 4 MiB packs, tuned on a
+2-core box, beat the default at 2 workers on a 16-core one and lost to it at 4 and 8), so the
+store keys each tuning by machine, then setting, then strategy, and only this machine's are ever
+applied. Sweeps look a strategy's settings up here when an axis asks for `tuning: best`
+(tools/sweeps/tuned.json is the store `make run` reads); a setting tuned only on other machines
+is measured at its defaults, and the sweep says so (NotTunedHere). Each entry names the tuning
+run it came from by its run id (no path of the machine it ran on), its date and commit, the
+images/sec of the best and of the default, and whether the two differ beyond the noise; where
+they do not, the default is kept as best.
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from tfbench.config import knobs
 from tfbench.config.errors import ConfigError
+from tfbench.measure import machine
 
 SETTING = ("model", "mode", "image_size", "batch_size", "num_workers", "cores_per_worker", "num_ps",
            "ps_placement", "ps_sync", "network", "link_bandwidth", "link_latency", "precision", "device")
@@ -33,42 +41,72 @@ def setting_key(values: Dict) -> str:
     return " ".join(f"{name}={values.get(name)}" for name in SETTING)
 
 
+class NotTunedHere(ConfigError):
+    """The setting was tuned for the strategy, but only on other machines (`machines`, their keys)."""
+
+    def __init__(self, message: str, machines: List[str]):
+        super().__init__(message)
+        self.machines = machines
+
+
 def read(path: Optional[str] = None) -> Dict:
+    """{machine key: {setting key: {strategy: entry}}}; ConfigError for a store of settings alone
+    (written before tunings named their machine: nothing says where those were measured)."""
     path = store_path(path)
     if not os.path.exists(path):
         return {}
     with open(path) as f:
-        return json.load(f)
+        store = json.load(f)
+    unplaced = [key for key in store if key.startswith("model=")]
+    if unplaced:
+        raise ConfigError(f"{path} holds tunings keyed by setting alone, with no machine ({unplaced[0]}); "
+                          f"tune again with `python -m tfbench --tune`, which saves this machine's")
+    return store
 
 
 def best(values: Dict, strategy: str, path: Optional[str] = None) -> Optional[Dict]:
-    """The saved entry for this setting and strategy, or None."""
-    return read(path).get(setting_key(values), {}).get(strategy)
+    """This machine's saved entry for the setting and strategy, or None."""
+    return read(path).get(machine.key(), {}).get(setting_key(values), {}).get(strategy)
+
+
+def elsewhere(values: Dict, strategy: str, path: Optional[str] = None) -> Dict[str, Dict]:
+    """{machine key: entry} of the setting and strategy, saved on machines other than this one."""
+    here = machine.key()
+    return {key: settings[setting_key(values)][strategy] for key, settings in read(path).items()
+            if key != here and strategy in settings.get(setting_key(values), {})}
 
 
 def best_knobs(config, path: Optional[str] = None) -> Dict[str, object]:
-    """The knob settings a prior tuning saved for `config`'s setting and strategy ({} where no
-    knob changes anything there); ConfigError (one line) when none was saved."""
+    """The knob settings a prior tuning on this machine saved for `config`'s setting and strategy
+    ({} where no knob changes anything there); NotTunedHere when only other machines have one,
+    ConfigError (one line) when none was saved."""
     strategy, values = config.strategy, config.to_dict()
     if not knobs.tunable(config):
         return {}
     entry = best(values, strategy, path)
     if entry is None:
-        raise ConfigError(f"no saved tuning of {strategy} for {setting_key(values)} in {store_path(path)}; run "
+        where = f"on this machine ({machine.key()}) in {store_path(path)}"
+        others = sorted(elsewhere(values, strategy, path))
+        if others:
+            raise NotTunedHere(f"{strategy} was tuned for {setting_key(values)} on {'; '.join(others)}, not {where}; "
+                               f"`python -m tfbench --tune` with that setting tunes it here", others)
+        raise ConfigError(f"no saved tuning of {strategy} for {setting_key(values)} {where}; run "
                           f"`python -m tfbench --tune` with that setting first")
     return dict(entry["knobs"])
 
 
-def save(values: Dict, strategy: str, entry: Dict, path: Optional[str] = None) -> None:
-    """Adds or replaces one entry, under a lock (two tunings may end at once)."""
+def save(values: Dict, strategy: str, entry: Dict, path: Optional[str] = None) -> str:
+    """Adds or replaces this machine's entry, under a lock (two tunings may end at once); returns
+    the machine key it was saved under."""
     path = store_path(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
+    here = machine.key()
     lock = os.open(folder, os.O_RDONLY)  # the folder is the lock: no lock file is left beside the store
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         store = read(path)
-        store.setdefault(setting_key(values), {})[strategy] = entry
+        store.setdefault(here, {}).setdefault(setting_key(values), {})[strategy] = entry
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump(store, f, indent=2, sort_keys=True)
@@ -76,3 +114,4 @@ def save(values: Dict, strategy: str, entry: Dict, path: Optional[str] = None) -
         os.replace(tmp, path)
     finally:
         os.close(lock)
+    return here

@@ -91,6 +91,8 @@ def scaling_knobs(strategy: str) -> Tuple[List[str], str]:
                        image_size=FLAGS.scaling_image_size, batch_size=FLAGS.batch_size)
     try:
         chosen = tuned.best_knobs(config)
+    except tuned.NotTunedHere:
+        return [], "default knobs: this setting was tuned only on other machines"
     except ConfigError:
         return [], "default knobs: no saved tuning for this setting"
     entry = tuned.best(config.to_dict(), strategy) or {}

@@ -25,7 +25,7 @@ import time
 from absl import app, flags
 
 from tfbench.config import helptext
-from tfbench.measure import peaks
+from tfbench.measure import machine, peaks
 
 flags.DEFINE_integer("size", 2048, "Side n of the square matrices.")
 flags.DEFINE_float("min_time", 1.0, "Seconds each timed trial runs at least.")
@@ -202,7 +202,7 @@ def main(argv) -> int:
         return 1
     if busy:
         c.update(forced=True, busy=busy)
-    print(f"stored in {peaks.store(entry)} under {peaks.machine_key()!r}")
+    print(f"stored in {peaks.store(entry)} under {machine.key()!r}")
     print(render(entry))
     return 0
 

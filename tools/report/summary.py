@@ -102,9 +102,10 @@ def _extra_keys(points: Sequence[Point], shown: Sequence[str]) -> List[str]:
 
 
 def knobs_cell(config: Dict) -> str:
-    """The strategy's knobs off their defaults (tfbench.config.knobs), and where they came from."""
+    """The strategy's knobs off their defaults (tfbench.config.knobs), and where they came from (a
+    saved tuning, or for a default point of `tuning: best`, that this machine has none)."""
     text = knobs.changed(config)
-    return text + (f" ({config['knob_source']})" if text != "default" and config.get("knob_source") else "")
+    return text + (f" ({config['knob_source']})" if config.get("knob_source") else "")
 
 
 def results_table(points: Sequence[Point]) -> str:

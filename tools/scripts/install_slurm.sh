@@ -5,20 +5,11 @@
 # returns at once when every command is already there. Needs root (apt-get); otherwise it says
 # so and exits 1 without changing anything.
 set -euo pipefail
+source "$(dirname "$0")/debian_packages.sh"
 
 needed=(sbatch srun squeue scancel sinfo slurmctld slurmd munged)
 missing=()
 for cmd in "${needed[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || missing+=("$cmd")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "tfbench: installing Slurm needs root (missing: ${missing[*]}); run: sudo $0" >&2
-  exit 1
-fi
-echo "tfbench: installing slurm-wlm and munge (missing: ${missing[*]})" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+install_debian_packages Slurm "${missing[*]}" slurm-wlm munge

@@ -17,6 +17,7 @@ from tfbench import workloads
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
 from tfbench.config.kinds import kind_of
+from tfbench.measure import machine
 from tfbench.results import tuned
 
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
@@ -28,8 +29,10 @@ PER_WORKER = "per_worker"  # num_ps: one ps per worker (collocated: a shard of e
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
 # tuning: default runs each strategy at its knobs' defaults; best at a saved tuning's winner
-# (tfbench.results.tuned), a point of its own only where that differs from the default.
+# (tfbench.results.tuned), a point of its own only where that differs from the default. A setting
+# tuned only on other machines runs at its defaults, its knobs labelled NOT_TUNED_HERE.
 TUNINGS = ("default", "best")
+NOT_TUNED_HERE = "not tuned on this machine"
 _DEFAULTS = config_lib.RunConfig()
 _FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
 
@@ -158,8 +161,9 @@ class Point:
 
 
 def saved_knobs(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> Tuple[Dict[str, Any], str]:
-    """(the knobs a saved tuning chose that differ from their defaults, where they came from);
-    ConfigError when the setting was never tuned."""
+    """(the knobs a saved tuning of this machine chose that differ from their defaults, where they
+    came from); tuned.NotTunedHere when only other machines tuned the setting, ConfigError when
+    none did."""
     config = config_lib.RunConfig(**{**values, **fixed, "logdir": logdir})
     chosen = {k: v for k, v in tuned.best_knobs(config).items() if getattr(_DEFAULTS, k) != v}
     if not chosen:
@@ -229,15 +233,23 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
     kept_values = set()  # (axis, value) of combinations that run
     reasons: Dict[Tuple[str, Any], Dict[str, int]] = {}  # (axis, value) -> reasons its combinations were dropped
     collapsed = at_default = 0
+    elsewhere: Dict[str, set] = {}  # strategy -> the machines that tuned its settings, where this one did not
     for repeat in range(grid.repeats):
         for combo in itertools.product(*(grid.axes[name] for name in AXES)):
             values = _normalise(dict(zip(AXES, combo)))
             for tuning in grid.tuning:
                 reason = _rejection(values, grid.fixed, logdir)
-                knob_values, source = saved_knobs(values, grid.fixed, logdir) if tuning == "best" and not reason \
-                    else ({}, "")
+                try:
+                    knob_values, source = saved_knobs(values, grid.fixed, logdir) if tuning == "best" and not reason \
+                        else ({}, "")
+                except tuned.NotTunedHere as e:
+                    knob_values, source = {}, NOT_TUNED_HERE
+                    elsewhere.setdefault(values["strategy"], set()).update(e.machines)
                 pid = point_id(values, repeat, tuned_point=bool(knob_values))
-                if pid in verdicts and tuning == "best" and not knob_values:
+                if pid in verdicts and source == NOT_TUNED_HERE:
+                    points = [dataclasses.replace(p, knob_source=NOT_TUNED_HERE) if p.id == pid else p
+                              for p in points]  # the default point measures it; its knobs say so
+                elif pid in verdicts and tuning == "best" and not knob_values:
                     at_default += 1  # the saved knobs are the defaults: the default point measures them
                 elif pid in verdicts:
                     collapsed += 1
@@ -266,6 +278,11 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
     if at_default:
         notes.append(f"{at_default} point(s) of tuning: best run at their defaults: the saved tuning kept them "
                      f"(or the strategy has no knob for that setting), so the default point is measured once")
+    if elsewhere:
+        notes.append(f"tuning: best of {', '.join(sorted(elsewhere))}: {NOT_TUNED_HERE} ({machine.key()}), so "
+                     f"measured at the defaults; the saved tunings of these settings were measured on "
+                     f"{'; '.join(sorted(set().union(*elsewhere.values())))}; `python -m tfbench --tune` with a "
+                     f"setting tunes it here")
     return points, notes
 
 
