@@ -144,7 +144,10 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     adapter.write_worker_events(run, measurements)
     workload = config.workload
     for m in measurements:
-        extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
+        extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, workload=workload.summary(config),
+                     **task_facts(run, plan, task, m))
+        if config.data_dir and m.role == "worker":  # the workers read; a coordinator only traces their pipeline
+            extra["input_pipeline"] = input_pipeline(config, extra["cores"])
         extra.update(performance_fields(run, config, plan, task, m))
         records.append(run.results, records.task_record(
             run_id=run.run_id, role=m.role, index=m.index,
@@ -154,6 +157,13 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     dump_weights(adapter, task)
     progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
     return adapter
+
+
+def input_pipeline(config: RunConfig, cores) -> dict:
+    """What a --data_dir task's input pipeline was (tfbench.data.records): files, sharding, threads."""
+    from tfbench.data import records as image_records
+
+    return image_records.describe(config, len(cores) or os.cpu_count())
 
 
 def resolved_host(task: TaskSpec, spec: TaskSpec) -> str:

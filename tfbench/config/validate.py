@@ -120,7 +120,7 @@ def _check_ranges(c: RunConfig, kind: Kind) -> None:
 def _check_workload(c: RunConfig) -> None:
     """--model names a workload (tfbench.workloads), which checks the flags it reads."""
     try:
-        workloads.of(c.model).check(c)
+        workloads.check(c, _DEFAULTS)
     except workloads.WorkloadError as e:
         raise ConfigError(str(e)) from None
 
@@ -153,6 +153,7 @@ def _check_features(c: RunConfig, kind: Kind, traits) -> None:
     feature_rules.check_checkpoints(c, traits)
     feature_rules.check_staleness_bound(c, traits)
     feature_rules.check_data(c)
+    feature_rules.check_input(c)
     feature_rules.check_elastic(c, kind, traits)
 
 

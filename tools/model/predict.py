@@ -26,6 +26,7 @@ from tfbench.framework.precision import PRECISIONS
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
 from tfbench.models import MODELS
+from tfbench.workloads import WORKLOADS
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import prediction, render, shards, sync_step, terms
@@ -78,7 +79,8 @@ def define_flags() -> None:
                        "(see --oversubscription).")
     flags.DEFINE_float("oversubscription", 0.0, "The core's oversubscription ratio r >= 1: capacity = nodes x link / r; "
                        "0: full bisection.")
-    flags.DEFINE_string("model", "resnet50", f"One of {', '.join(MODELS)}.")
+    flags.DEFINE_string("model", "resnet50", f"One of {', '.join(WORKLOADS)} (a transformer preset: its |w| at "
+                                             "the preset's sizes).")
     flags.DEFINE_integer("image_size", 224, "Square image side in pixels.")
     flags.DEFINE_integer("num_classes", 1000, "Classes of the classifier.")
     flags.DEFINE_string("precision", "fp32", f"One of {', '.join(PRECISIONS)} (selects the fitted compute; "
@@ -156,8 +158,8 @@ def check_flags() -> None:
     need(f.compute_ms_per_step >= 0, f"--compute_ms_per_step must be 0 or more, got {f.compute_ms_per_step}")
     need(0 <= f.duplex_chi <= 1 and 0 <= f.overlap_phi <= 1, "--duplex_chi and --overlap_phi are shares in [0, 1]")
     need(f.per_message_us >= 0 and f.compute_cv >= 0, "--per_message_us and --compute_cv must be 0 or more")
-    need(f.model in MODELS, f"--model={f.model!r} is unknown; choose one of {', '.join(MODELS)}")
-    need(f.image_size >= MODELS[f.model].min_image_size,
+    need(f.model in WORKLOADS, f"--model={f.model!r} is unknown; choose one of {', '.join(WORKLOADS)}")
+    need(f.model not in MODELS or f.image_size >= MODELS[f.model].min_image_size,
          f"--image_size={f.image_size} is too small for {f.model} (at least {MODELS[f.model].min_image_size})")
     need(f.num_classes >= 2, f"--num_classes must be at least 2, got {f.num_classes}")
     need(f.precision in PRECISIONS, f"--precision={f.precision!r} is unknown; choose one of {', '.join(PRECISIONS)}")
