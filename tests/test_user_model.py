@@ -20,7 +20,8 @@ def refused(tmp_path, spec, env=None) -> str:
     logdir = tmp_path / "runs"
     proc = subprocess.run([sys.executable, "-m", "tfbench", f"--model={spec}", f"--logdir={logdir}"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join((ROOT, str(tmp_path))), **(env or {})))
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (
+                              ROOT, str(tmp_path), os.environ.get("PYTHONPATH")) if p), **(env or {})))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
     assert not logdir.exists()
