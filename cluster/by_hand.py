@@ -51,12 +51,14 @@ def render_exports(plan) -> str:
     return "\n".join(lines)
 
 
-def host_commands(plan, run_dir: str) -> Dict[str, List[str]]:
+def host_commands(plan, run_dir: str, paths=()) -> Dict[str, List[str]]:
     """Host -> shell lines starting its tasks in the background, each logging to tasks/<name>.log.
 
     The task reads its TF_CONFIG, cores and threads from run_dir/plan.json; Horovod's ranks are
-    all started by one horovodrun on the first host."""
-    env = f"cd {shlex.quote(PROJECT_ROOT)} && PYTHONUNBUFFERED=1 PYTHONPATH={shlex.quote(PROJECT_ROOT)}"
+    all started by one horovodrun on the first host. `paths`: more directories to import from (a
+    user's model: the directory its module is in, at the same path on every host)."""
+    env = (f"cd {shlex.quote(PROJECT_ROOT)} && PYTHONUNBUFFERED=1 "
+           f"PYTHONPATH={shlex.quote(os.pathsep.join((PROJECT_ROOT, *paths)))}")
     python = shlex.quote(sys.executable)
     rd = shlex.quote(run_dir)
     by_host: Dict[str, List[str]] = {}
@@ -74,9 +76,9 @@ def host_commands(plan, run_dir: str) -> Dict[str, List[str]]:
     return by_host
 
 
-def render_run_commands(plan, run_dir: str) -> str:
+def render_run_commands(plan, run_dir: str, paths=()) -> str:
     lines = [f"# tfbench run directory {run_dir} is ready; start each host's tasks:"]
-    for host, commands in host_commands(plan, run_dir).items():
+    for host, commands in host_commands(plan, run_dir, paths).items():
         lines.append(f"# on {host}:")
         lines.extend(commands)
     services = [t.name for t in plan.tasks if t.service]
@@ -85,8 +87,9 @@ def render_run_commands(plan, run_dir: str) -> str:
                      f"{', '.join(t.name for t in plan.tasks if not t.service)} has finished "
                      f"(pkill -f 'tfbench.task --run_dir {run_dir}' on their hosts)")
     lines.append("# when every task has finished (tasks/<name>.progress says done), merge the records:")
-    lines.append(f"cd {shlex.quote(PROJECT_ROOT)} && {shlex.quote(sys.executable)} -m cluster.merge "
-                 f"--run_dir {shlex.quote(run_dir)}")
+    lines.append(f"cd {shlex.quote(PROJECT_ROOT)} && "
+                 + (f"PYTHONPATH={shlex.quote(os.pathsep.join((PROJECT_ROOT, *paths)))} " if paths else "")
+                 + f"{shlex.quote(sys.executable)} -m cluster.merge --run_dir {shlex.quote(run_dir)}")
     return "\n".join(lines)
 
 
@@ -110,7 +113,7 @@ def main(argv) -> int:
             prepare_run_dir(config, plan)
         except ConfigError as e:
             helptext.fail_usage(str(e))
-        print(render_run_commands(plan, run_dir))
+        print(render_run_commands(plan, run_dir, config.workload.import_paths()))
     elif flag_values.format == "export":
         print(render_exports(plan))
     else:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
+from cluster import run_end
 from tfbench.config import RunConfig
 from tfbench.config.helptext import argument_parser
-from cluster import run_end
 from tfbench.results import records
 from tfbench.results.rundir import RunDir
 

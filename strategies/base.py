@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import os
+import time
 from typing import Callable, Dict, List, Optional
 
 from strategies import devices, placement
@@ -21,11 +23,26 @@ from tfbench.measure import startup
 
 @dataclasses.dataclass
 class SyncSteps:
-    """A synchronous task's own part of its record: when each measured step's gradients all
-    existed (tfbench.measure.breakdown) and the collective ops of its traced step."""
+    """A synchronous task's own part of its record: when each measured step had its batch in
+    hand and when its gradients all existed (tfbench.measure.breakdown), and the collective ops
+    of its traced step."""
 
     step_computed_wall: List[float]
+    step_input_wall: List[float]
     step_collective_ops: Optional[Dict] = absent()
+
+    @classmethod
+    def of(cls, marks: List["Marks"]) -> "SyncSteps":
+        return cls([m.computed for m in marks], [m.batch for m in marks])
+
+
+@dataclasses.dataclass(frozen=True)
+class Marks:
+    """What a synchronous step keeps: when its batch was in hand (host clock) and when every
+    local gradient existed (tf.timestamp in the step; 0.0 under XLA)."""
+
+    batch: float
+    computed: float
 
 
 class StrategyAdapter(abc.ABC):
@@ -86,6 +103,10 @@ class StrategyAdapter(abc.ABC):
     def weights(self):
         return [v.numpy() for v in self.model.trainable_variables]
 
+    def input_cores(self) -> int:
+        """Cores of the task that reads this adapter's input (its pipeline's threads follow them)."""
+        return len(self.task.cores) or os.cpu_count() or 1
+
     def data_shards(self) -> List[int]:
         """The data shards one global step consumed, in global-batch order."""
         return list(range(self.replicas))
@@ -125,8 +146,8 @@ class SyncAdapter(StrategyAdapter):
         model, optimizer = self.model, self.optimizer
 
         def replica_step(batch):
-            images, labels = batch
-            value, mark, _ = steps.shaped(config, model, optimizer, images, labels, global_batch,
+            features, labels = batch
+            value, mark, _ = steps.shaped(config, model, optimizer, features, labels, global_batch,
                                           forward_scale=strategy.num_replicas_in_sync)
             return value, mark
 
@@ -144,21 +165,23 @@ class SyncAdapter(StrategyAdapter):
 
         sample = batches()
         self.step_function = lambda: step.get_concrete_function(sample)
-        return on_host(lambda: step(batches()))
+        return on_host(step, batches)
 
     def _batches(self) -> Callable[[], object]:
-        """What each step gets: synthetic data is one fixed batch per replica, made once; a real
-        dataset is read on, each replica from its own shard (tfbench.data.datasets)."""
+        """What each step gets: synthetic data is one fixed batch per replica, made once; real
+        input is read on, each task's pipeline from its own shards (the workload's dataset:
+        tfbench.data)."""
         strategy, config = self.strategy, self.config
-        if config.dataset == "synthetic":
+        if not config.reads_input:
             values = strategy.experimental_distribute_values_from_function(
                 lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
             return lambda: values
-        from tfbench.data import datasets
+
+        cores = self.input_cores()
 
         def dataset_fn(ctx):  # a task's local replicas take turns at its pipeline's batches
-            return datasets.train_dataset(config, ctx.input_pipeline_id, ctx.num_input_pipelines,
-                                          config.batch_size)
+            return config.workload.dataset(config, ctx.input_pipeline_id, ctx.num_input_pipelines,
+                                           config.batch_size, cores)
 
         iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
         return lambda: next(iterator)
@@ -206,7 +229,7 @@ class SyncAdapter(StrategyAdapter):
             convergence = self.evaluator.summary()
             self.evaluator.close()
         placed = probe.report(self.config, self.device, self.model.variables)
-        steps = SyncSteps(loop.kept())
+        steps = SyncSteps.of(loop.kept())
         if self.step_function is not None:
             function = self.step_function()
             placed["requested_op_devices"] = placement.requested_op_devices(function)
@@ -217,12 +240,16 @@ class SyncAdapter(StrategyAdapter):
                             (*self.summary_parts(), steps))]
 
 
-def on_host(step: Callable[[], tuple]) -> Callable[[], float]:
-    """Runs step() -> (loss, gradients-done wall time) until both are on the host; returns the time."""
+def on_host(step: Callable, batches: Callable[[], tuple]) -> Callable[[], Marks]:
+    """Runs step(batch) -> (loss, gradients-done wall time) on the next batch until both are on
+    the host; returns its Marks. The wait for the batch (the input pipeline) is timed on the
+    host, before the step is called."""
 
-    def run() -> float:
-        loss, computed = step()
+    def run() -> Marks:
+        batch = batches()
+        in_hand = time.time()
+        loss, computed = step(batch)
         loss.numpy()
-        return float(computed.numpy())
+        return Marks(in_hand, float(computed.numpy()))
 
     return run

@@ -73,25 +73,27 @@ class HorovodAdapter(SyncAdapter):
         device = self.device
 
         @tf.function(jit_compile=config.xla or None)
-        def step(images, labels):
+        def step(batch):
+            features, labels = batch
             with tf.device(device):  # inside the traced function, where it pins every op
                 # Horovod averages gradients over ranks, so each rank's loss is its own batch mean.
-                value, mark, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size,
+                value, mark, _ = steps.shaped(config, model, optimizer, features, labels, config.batch_size,
                                               tape_wrapper=wrap, marks=marks)
                 return value, mark
 
         sample = batches()
-        self.step_function = lambda: step.get_concrete_function(*sample)
-        return on_host(lambda: step(*batches()))
+        self.step_function = lambda: step.get_concrete_function(sample)
+        return on_host(step, batches)
 
     def _rank_batches(self):
-        """This rank's data: its fixed synthetic batch, or its shard of a real dataset read on."""
-        if self.config.dataset == "synthetic":
+        """This rank's data: its fixed synthetic batch, or its shards of real input read on
+        (the workload's dataset: tfbench.data)."""
+        if not self.config.reads_input:
             batch = self._replica_batch(self.hvd.rank())
             return lambda: batch
-        from tfbench.data import datasets
-
-        iterator = iter(datasets.train_dataset(self.config, self.hvd.rank(), self.hvd.size(), self.config.batch_size))
+        dataset = self.config.workload.dataset(self.config, self.hvd.rank(), self.hvd.size(), self.config.batch_size,
+                                               self.input_cores())
+        iterator = iter(dataset)
         return lambda: next(iterator)
 
     @property

@@ -26,6 +26,10 @@ STRAGGLER = ("--straggler=worker_1:4",)
 # A small recommender (tfbench.workloads.recommender): 4 tables of 2000 rows x 8 dims, Zipf ids.
 DLRM = ("--model=dlrm", "--embedding_tables=4", "--embedding_rows=2000", "--embedding_dim=8", "--batch_size=16",
         "--num_warmup_steps=2", "--num_steps=3", "--monitor_interval=0.5")
+BERT_SMALL = ("--model=bert_tiny", "--seq_length=16", "--vocab_size=256")  # the transformer preset, made small
+CUSTOM = ("--model=examples.custom_model:build",)  # the user's own model of the README
+# The image set the runs with files read (python -m tools.data, made once per session)
+RECORDS = ("--num_examples=48", "--image_size=40", "--num_shards=4", "--num_classes=10")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Scenario:
     flags: Tuple[str, ...]
     dump_weights: bool = False  # TFBENCH_DUMP_WEIGHTS: initial and final weights, for test_aggregation
     base: Tuple[str, ...] = tuple(TINY)  # the workload's flags before the scenario's own
+    data_dir: bool = False  # --data_dir: the session's image set (RECORDS)
 
 
 # name -> the run (after TINY); the comment names the tests that read it.
@@ -41,15 +46,17 @@ SCENARIOS: Dict[str, Scenario] = {
     "default": Scenario(()),
     # test_end_to_end: forward mode, and soft GPU placement falling back to the CPU
     "forward_soft_gpu": Scenario(("--mode=forward", "--device=gpu", "--placement=soft")),
-    # test_step_definitions: hard placement of a one-task run; test_profile (a one-task profile)
-    "hard_default": Scenario(("--placement=hard", "--profile")),
+    # test_step_definitions: hard placement of a one-task run; test_profile (a one-task profile, its
+    # input pipeline read from files); test_input (the step split's input part)
+    "hard_default": Scenario(("--placement=hard", "--profile"), data_dir=True),
     # test_strategies, test_aggregation
     "mirrored": Scenario(("--strategy=mirrored", "--num_local_devices=2"), dump_weights=True),
     # test_strategies, test_step_definitions (collective ops of a train step), test_aggregation
     # (packs change no sum), test_knobs (the packs and the timeout reach the live strategy)
     "mwms": Scenario(MWMS2 + ("--mwms_bytes_per_pack=1048576", "--mwms_timeout=300"), dump_weights=True),
-    # test_strategies, test_step_definitions (a forward step never communicates), test_profile
-    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward", "--profile")),
+    # test_strategies, test_step_definitions (a forward step never communicates), test_profile;
+    # test_input (each worker reads its own files)
+    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward", "--profile"), data_dir=True),
     # test_strategies (async case; updates with two ps), test_step_definitions (where a ps worker's
     # ops ran), test_staleness (async updates are stale), test_knobs (whole variables placed by
     # the greedy placer, as the performance model places them)
@@ -61,17 +68,24 @@ SCENARIOS: Dict[str, Scenario] = {
     "ps_sync": Scenario(PS2 + ("--num_ps=1", "--ps_sync", "--ps_placement=separate", "--num_classes=100000",
                                "--num_steps=10", "--monitor_interval=0.2"), dump_weights=True),
     # test_strategies: a forward-only parameter-server run, two ps collocated with the workers;
-    # test_knobs (the fixed partitioner splits every variable over both), test_profile (the coordinator's)
-    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward", "--ps_partitioner=fixed", "--profile")),
+    # test_knobs (the fixed partitioner splits every variable over both), test_profile (the coordinator's);
+    # test_input (the workers' closures wait for their files' batches)
+    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward", "--ps_partitioner=fixed", "--profile"),
+                                  data_dir=True),
     # test_strategies (fp16 all-reduce), test_step_definitions (hard placement of a Horovod rank),
-    # test_knobs (fusion threshold, cycle time and compression reach Horovod's environment)
+    # test_knobs (fusion threshold, cycle time and compression reach Horovod's environment);
+    # test_workloads (the user's own model, reading images from files, reaches every rank)
     "horovod_fp16_hard": Scenario(HOROVOD2 + ("--horovod_compression=fp16", "--placement=hard",
-                                              "--horovod_fusion_threshold_mb=4", "--horovod_cycle_time_ms=2.5")),
-    # test_aggregation (an fp16 all-reduce would not equal the single-device step)
-    "horovod": Scenario(HOROVOD2, dump_weights=True),
+                                              "--horovod_fusion_threshold_mb=4", "--horovod_cycle_time_ms=2.5")
+                                  + CUSTOM, data_dir=True),
+    # test_aggregation (an fp16 all-reduce would not equal the single-device step) of the transformer's
+    # masked-LM steps; test_workloads (tokens/sec, FLOPs per token)
+    "horovod": Scenario(HOROVOD2 + BERT_SMALL, dump_weights=True),
     # test_bounded_staleness (unbounded: the straggler makes updates clock-stale),
-    # test_step_definitions (hard placement of asynchronous ps steps)
-    "ps_async_straggler_hard": Scenario(PS2 + ("--num_steps=12", "--placement=hard") + STRAGGLER),
+    # test_step_definitions (hard placement of asynchronous ps steps); test_workloads (the transformer
+    # classifying sequences under a parameter server)
+    "ps_async_straggler_hard": Scenario(PS2 + ("--num_steps=12", "--placement=hard") + STRAGGLER + BERT_SMALL
+                                        + ("--transformer_loss=classification",)),
     # test_recommender, test_aggregation: every strategy's sparse path on embedding tables (rows all-gathered by
     # MWMS and Horovod; rows pulled and pushed, accumulated on the 2 ps that shard every table; asynchronous)
     "dlrm_mwms": Scenario(MWMS2, dump_weights=True, base=DLRM),
@@ -122,8 +136,9 @@ class Clusters:
         logdir = os.path.join(self.root, name)
         weights = os.path.join(self.root, f"{name}.weights.npz") if scenario.dump_weights else None
         env = {"TFBENCH_DUMP_WEIGHTS": weights} if weights else None
+        files = (f"--data_dir={self.records()}",) if scenario.data_dir else ()
         proc = run_cli(*scenario.base, f"--logdir={logdir}", f"--run_id={name}", "--stall_timeout=120", *scenario.flags,
-                       env=env, timeout=300)
+                       *files, env=env, timeout=300)
         run = os.path.join(logdir, name)
         left = self.kill_leftovers(run)
         if proc.returncode != 0:
@@ -131,6 +146,15 @@ class Clusters:
         if left:
             return f"scenario {name} left processes behind: {left}"
         return Launched(name, proc.stdout, run, weights)
+
+    def records(self) -> str:
+        """The session's image set (RECORDS), written by python -m tools.data the first time a run reads it."""
+        path = os.path.join(self.root, "records")
+        if not os.path.isdir(path):
+            proc = run_cli(f"--data_dir={path}", *RECORDS, module="tools.data", timeout=300)
+            if proc.returncode != 0:
+                pytest.fail(f"python -m tools.data exited {proc.returncode}: {proc.stderr[-2000:]}", pytrace=False)
+        return path
 
     def kill_leftovers(self, path: Optional[str] = None):
         """Pids of live processes that mention `path` (default: every scenario), killed."""

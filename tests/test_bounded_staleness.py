@@ -4,11 +4,11 @@ The clock staleness of every update is computed from the version counter alone (
 clocks the gate reads), so the runs below check the gate independently: unbounded with a
 straggler it grows past the bound; bounded it never exceeds s, and waiting closures are counted."""
 import pytest
-from clusters import SCENARIOS
-from tfrun import run_tiny, task_records
 
+from clusters import SCENARIOS
 from strategies.parameter_server import split as ps_split
 from strategies.parameter_server import staleness
+from tfrun import run_tiny, task_records
 
 
 def update(worker, read, applied):

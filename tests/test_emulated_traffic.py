@@ -12,9 +12,9 @@ Interface counters include TCP/IP and gRPC framing, so ±15%."""
 import os
 
 import pytest
-from tfrun import cluster_record, run_tiny
 
 from cluster.net import links
+from tfrun import cluster_record, run_tiny
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

@@ -24,6 +24,7 @@ ENTRY_POINTS = {
     "tools.bench.soak": ["--runs", "--dir", "Soak:"],
     "tools.report.tb_export": ["--out", "Export:"],
     "tools.bench.overhead": ["--against", "--repeats", "Benchmark:"],
+    "tools.data": ["--data_dir", "--num_examples", "--image_size", "--num_shards", "Data set:"],
 }
 
 
@@ -31,7 +32,7 @@ ENTRY_POINTS = {
 USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.by_hand", "cluster.k8s", "cluster.merge", "cluster.net.netns",
                      "tools.sweep", "tools.report", "tools.report.tb_export", "tools.report.latency", "tools.model",
                      "tools.bench", "tools.bench.overhead", "tools.bench.peak", "tools.bench.minimal_loop",
-                     "tools.bench.soak", "tools.bench.delay_line_ceiling")
+                     "tools.bench.soak", "tools.bench.delay_line_ceiling", "tools.data")
 
 
 def test_every_run_config_field_is_a_declared_flag():

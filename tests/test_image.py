@@ -11,10 +11,10 @@ import json
 import os
 import uuid
 
+import podman_pods as pods
 import pytest
 import yaml
 
-import podman_pods as pods
 from conftest import TINY, run_cli
 from tfrun import cluster_record, records
 

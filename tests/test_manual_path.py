@@ -35,6 +35,20 @@ def test_run_dir_is_prepared_and_commands_are_per_host(tmp_path):
     assert "serve until stopped" in out
 
 
+def test_a_user_models_directory_is_on_every_printed_commands_path():
+    """--model=package.module:function: the directory the module was found under reaches every
+    task started by hand, and the merge (which prints the table), beside tfbench's own."""
+    from cluster import by_hand
+    from cluster.plan.topology import make_plan
+    from tfbench.config import RunConfig
+
+    plan = make_plan(RunConfig(strategy="multi_worker_mirrored", num_workers=2, hosts=("nodeA", "nodeB")))
+    text = by_hand.render_run_commands(plan, "/shared/run", ("/home/me/models",))
+    starts = [line for line in text.splitlines() if "-m tfbench.task" in line or "-m cluster.merge" in line]
+    assert len(starts) == 3 and all(f"PYTHONPATH={ROOT}:/home/me/models " in line for line in starts)
+    assert f"PYTHONPATH={ROOT} " in by_hand.render_run_commands(plan, "/shared/run")
+
+
 def test_existing_run_dir_is_refused(tmp_path):
     (tmp_path / "taken").mkdir()
     proc = run_cli(*TINY, f"--run_dir={tmp_path / 'taken'}", module="cluster.by_hand", timeout=60)

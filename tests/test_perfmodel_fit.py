@@ -9,9 +9,8 @@ import pytest
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction
+from tfbench.perfmodel import prediction, sync_step
 from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel import sync_step
 from tfbench.perfmodel import validate as validate_lib
 from tfbench.perfmodel.observations import from_run
 

@@ -9,13 +9,10 @@ import pytest
 
 from conftest import run_cli
 from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import intervals
 from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import prediction
+from tfbench.perfmodel import intervals, prediction, sync_step, terms
 from tfbench.perfmodel import scale as scale_lib
 from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel import sync_step
-from tfbench.perfmodel import terms
 from tfbench.perfmodel.observations import from_run
 from tools.model import scale
 

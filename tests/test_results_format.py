@@ -8,7 +8,6 @@ import io
 import os
 
 import pytest
-from report_runs import write_run
 from results_doc import documented, undocumented, undocumented_in_run
 
 import tfbench.config as config_lib
@@ -17,6 +16,7 @@ from cluster.plan.topology import make_plan
 from cluster.run_setup import prepare_run_dir
 from cluster.supervision import outcome
 from cluster.supervision.status import StatusLine
+from report_runs import write_run
 from tfbench.config import RunConfig
 from tfbench.results import records, rundir
 from tools.report import results_csv
@@ -26,7 +26,8 @@ FIELDS = documented()
 # results.csv's columns other than the config ones, per format version (sha256 of their names
 # joined by commas). Changing them means a new records.SCHEMA_VERSION, its hash here, and its
 # columns in docs/results.md.
-CSV_COLUMNS = {1: "181814e56cddb6a3c512ebb391b890b2e1d5ec5bdd24c8ae59e1bd10a6b0aae8", 2: "c0cbb51e8fd91fa2f5d2b9f1bad42f1aadf1cc65f6c8a5b8a0d90c36ff0e2648"}
+CSV_COLUMNS = {1: "181814e56cddb6a3c512ebb391b890b2e1d5ec5bdd24c8ae59e1bd10a6b0aae8", 2: "c0cbb51e8fd91fa2f5d2b9f1bad42f1aadf1cc65f6c8a5b8a0d90c36ff0e2648",
+               3: "e1fef4bfe9627d5663a47cd1d3fe8fa9609523fa4c681e0d91444123c6f38bfa"}
 T0 = 1_700_000_000.0
 STALENESS = {"updates": 4, "mean": 0.5, "max": 1, "histogram": {"0": 2, "1": 2}}
 CONVERGENCE = {"dataset": "digits", "eval_every": 2, "points": [{"step": 1, "accuracy": 0.5}], "final_accuracy": 0.5,

@@ -33,9 +33,9 @@ def run_on_nodes(logdir, run_id, *args, ok=True):
 def assert_nothing_left(run):
     """No namespace, owner file, login link or daemon of the run's cluster; its job left the queue."""
     from pyroute2 import IPRoute
-    from tfrun import cluster_record
 
     from cluster.net import netns
+    from tfrun import cluster_record
 
     with open(os.path.join(run, "network.json")) as f:
         key = json.load(f)["key"]
@@ -52,9 +52,8 @@ def assert_nothing_left(run):
 def assert_across_nodes(run, nodes):
     """Every task record names its Slurm node and that node's address; the links were shaped and
     their counters, the node monitors and TensorBoard cover every node."""
-    from tfrun import cluster_record, scalars, task_records
-
     from cluster.net import links
+    from tfrun import cluster_record, scalars, task_records
 
     cluster = cluster_record(run)
     assert cluster["status"] == "ok", cluster.get("reason")
@@ -130,9 +129,8 @@ def test_a_task_killed_on_its_node_ends_the_job_naming_the_fault(logdir):
 def test_a_lost_node_ends_the_job_naming_the_node(logdir):
     """h1's slurmd is killed mid-run (what NodeSlurm.kill_node does): slurmctld sets the node DOWN
     after SlurmdTimeout, the job ends NODE_FAIL (never requeued) and the failure names h1."""
-    from tfrun import cluster_record
-
     from cluster.net import netns
+    from tfrun import cluster_record
 
     run = os.path.join(logdir, "lost")
     command = [sys.executable, "-m", "tfbench", *TINY, f"--logdir={logdir}", "--run_id=lost", *EMULATED,

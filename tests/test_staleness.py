@@ -5,9 +5,9 @@ occurs); synchronous ones never do (0 for every gradient). The runs are the shar
 import os
 
 import pytest
-from tfrun import cluster_record, scalars, task_records
 
 from strategies.parameter_server import staleness
+from tfrun import cluster_record, scalars, task_records
 
 
 def test_summary_per_worker_and_overall():

@@ -7,9 +7,9 @@ import time
 
 import psutil
 import pytest
-from tfrun import cluster_record, task_records
 
 from cluster.faults.straggler import OnceReady, Straggler
+from tfrun import cluster_record, task_records
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 

@@ -47,6 +47,8 @@ def test_strategy_runs_through_the_launcher(clusters, case):
     cluster = cluster_record(run)
     assert cluster["status"] == "ok"
     assert cluster["images"] == BATCH * replicas * steps
+    split = cluster["step_breakdown"]  # compute + communication + input + apply + waiting = the step, within 5%
+    assert split["sum_check"]["within"], (split["sum_check"], split["mean_s"])
     assert cluster["num_workers"] == len(measuring)
 
     placed = [r["placement"] for r in tasks.values() if r.get("placement")]

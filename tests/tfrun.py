@@ -7,8 +7,9 @@ import json
 import os
 from typing import Dict, List
 
-from conftest import TINY, run_cli
 from results_doc import undocumented_in_run
+
+from conftest import TINY, run_cli
 
 
 def run_tiny(logdir: str, run_id: str, *args, env=None, timeout=300):

@@ -40,6 +40,9 @@ parse_flags = helptext.parser(USAGE, helptext.tfbench_groups, "tfbench", _define
 
 def validated_config() -> config_lib.RunConfig:
     config = config_lib.validate(tfbench_flags.config_from_flags())
+    paths = [p for p in config.workload.import_paths() if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    if paths:  # every task inherits them (a user's module: the directory it is imported from)
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
     for warning in registry.check_machine(config, dry_run=FLAGS.dry_run):
         print(f"tfbench: warning: {warning}", flush=True)
     if not config.run_id:

@@ -149,8 +149,10 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
 
         sparse["wire"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
     for m in measurements:
-        extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, **task_facts(run, plan, task, m))
-        extra.update({"workload": workload.record(config)} if workload.record(config) else {})
+        extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, workload=workload.summary(config),
+                     **task_facts(run, plan, task, m))
+        if config.data_dir and m.role == "worker":  # the workers read; a coordinator only traces their pipeline
+            extra["input_pipeline"] = input_pipeline(config, extra["cores"])
         extra.update({"sparse": sparse} if sparse else {})
         extra.update(performance_fields(run, config, plan, task, m))
         records.append(run.results, records.task_record(
@@ -161,6 +163,13 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     dump_weights(adapter, task)
     progress.write_progress(run.path, task.name, "done", config.total_steps, config.total_steps)
     return adapter
+
+
+def input_pipeline(config: RunConfig, cores) -> dict:
+    """What a --data_dir task's input pipeline was (tfbench.data.records): files, sharding, threads."""
+    from tfbench.data import records as image_records
+
+    return image_records.describe(config, len(cores) or os.cpu_count())
 
 
 def resolved_host(task: TaskSpec, spec: TaskSpec) -> str:

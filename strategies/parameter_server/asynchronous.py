@@ -2,8 +2,8 @@
 
 Each scheduled closure is one update of whichever worker runs it: read the version counter
 (strategies.parameter_server.staleness), pull the weights, compute the gradients, push the update, then count it.
-Its outputs carry three worker-side timestamps (start, gradients computed, update applied) so
-that an update's time splits into pull + compute and push.
+Its outputs carry four worker-side timestamps (start, batch in hand, gradients computed, update
+applied) so that an update's time splits into input, pull + compute and push.
 
 Bounded staleness (--ps_staleness_bound=s, stale-synchronous parallel): a clock per worker on the
 ps counts its applied updates. A closure starts its update only if its worker's clock is at most
@@ -14,7 +14,7 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-from strategies.parameter_server.ops import on_this_worker, settled
+from strategies.parameter_server.ops import in_hand, on_this_worker, settled
 from tfbench.loop import steps
 
 
@@ -63,8 +63,10 @@ def worker_step(adapter):
     @tf.function(jit_compile=config.xla or None)
     def step(iterator):
         start = tf.timestamp()
-        with tf.control_dependencies([start]):  # variable reads from the ps count too
+        with tf.control_dependencies([start]):
             images, labels, shard = next(iterator)
+        got = in_hand((images, labels, shard))
+        with tf.control_dependencies([got]):  # variable reads from the ps count from the batch on
             worker = tf.cast(shard, tf.int64)
             if clocks is None:
                 fresh = tf.constant(True)
@@ -75,7 +77,7 @@ def worker_step(adapter):
                 loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker), idle)
         with tf.control_dependencies([loss, computed, read, applied, fresh]):
             end = tf.timestamp()
-        return {"loss": loss, "start": start, "computed": computed, "end": end, "worker": shard,
+        return {"loss": loss, "start": start, "input": got, "computed": computed, "end": end, "worker": shard,
                 "fresh": fresh, "read": read, "applied": applied}
 
     return step
@@ -98,12 +100,12 @@ def pull_step(adapter):
 
     @tf.function
     def step(iterator):
-        start = tf.timestamp()
+        features, _, shard = next(iterator)
+        start = in_hand(shard)  # the pull alone, never the wait for the batch
         with tf.control_dependencies([start]):
-            features, _, shard = next(iterator)
-        values = [p.read_value() for p in parts]  # each on its ps
-        values += [tf.nn.embedding_lookup(table, tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))[0])
-                   for table, ids in zip(tables, workload.table_ids(features))]  # the rows, from their shards
+            values = [p.read_value() for p in parts]  # each on its ps
+            values += [tf.nn.embedding_lookup(table, tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))[0])
+                       for table, ids in zip(tables, workload.table_ids(features))]  # the rows, from their shards
         with tf.compat.v1.colocate_with(shard):
             total = tf.add_n([tf.reduce_sum(tf.cast(v, tf.float32)) for v in values])
         with tf.control_dependencies([total]):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import re
 from typing import Dict, List
 
@@ -72,6 +73,11 @@ class ParameterServerAdapter(StrategyAdapter):
         with self.strategy.scope(), placer:
             yield
 
+    def input_cores(self) -> int:
+        """The workers read the input (the coordinator only traces their pipeline): their cores."""
+        return min((len(t.cores) for t in self.plan.tasks if t.role == "worker" and t.cores),
+                   default=os.cpu_count() or 1)
+
     def data_shards(self) -> List[int]:
         return self.log.shards_used[0] if self.log.shards_used else []
 
@@ -96,16 +102,14 @@ class ParameterServerAdapter(StrategyAdapter):
 
         config, strategy = self.config, self.strategy
 
-        num_workers = self.num_workers
+        num_workers, cores = self.num_workers, self.input_cores()
 
         def dataset_fn(_context):
             shard = tf.distribute.coordinator.experimental_get_current_worker_index()
-            if config.dataset != "synthetic":  # this worker's shard of the real data, read on
-                from tfbench.data import datasets
-
-                return datasets.train_dataset(config, shard, num_workers, config.batch_size).map(
-                    lambda x, y: (x, y, tf.cast(shard, tf.int32)))
             workload = config.workload
+            if config.reads_input:  # this worker's shards of the real input, read on
+                return workload.dataset(config, shard, num_workers, config.batch_size, cores).map(
+                    lambda x, y: (x, y, tf.cast(shard, tf.int32)))
             return (tf.data.Dataset.from_tensors(shard)
                     .map(lambda s: tuple(workload.batch(config, config.batch_size, s)) + (tf.cast(s, tf.int32),))
                     .cache().repeat())

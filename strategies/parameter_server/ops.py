@@ -45,6 +45,16 @@ def settled(value, variables):
         return tf.identity(value)
 
 
+def in_hand(batch):
+    """tf.timestamp() once every tensor of `batch` exists on the worker: where a closure's wait for
+    its input ends (a closure's reads of the weights are made to wait for it, so that input, pull
+    and compute follow one another)."""
+    from tfbench.framework.tf_import import tf
+
+    with tf.control_dependencies(tf.nest.flatten(batch)):
+        return tf.timestamp()
+
+
 def on_this_worker(values):
     """`values` as outputs of the closure's function, free of the strategy's partial device.
 

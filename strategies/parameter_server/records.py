@@ -194,7 +194,7 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         run.updates, run.updates / measured_s if measured_s > 0 else None,
         {str(w): len(t) for w, t in sorted(by_worker.items())}, log.lost,
         ps_split.global_steps(closures, coordinator_steps, run.first_measured, ps_split.pull_medians(run.pulls),
-                              run.apply_s if sync else None))
+                              run.apply_s if sync else None, n))
     if train:
         chief.staleness, chief.staleness_definition = stale, staleness.DEFINITION
     if train and not sync:

@@ -22,7 +22,7 @@ import dataclasses
 import time
 from typing import List
 
-from strategies.parameter_server.ops import on_this_worker, settled
+from strategies.parameter_server.ops import in_hand, on_this_worker, settled
 from tfbench.loop import steps
 from tfbench.models.tables import table_parts
 
@@ -159,13 +159,15 @@ class SyncOnPs:
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator, step):
             start = tf.timestamp()
-            with tf.control_dependencies([start]):  # the closure's reads from the ps count too
+            with tf.control_dependencies([start]):
                 images, labels, worker = next(iterator)
+            got = in_hand((images, labels, worker))
+            with tf.control_dependencies([got]):  # the closure's reads from the ps count from the batch on
                 loss, computed, fresh, read = on_this_worker(
                     strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
             with tf.control_dependencies([loss, computed, fresh, read]):
                 end = tf.timestamp()
-            return {"loss": loss, "start": start, "computed": computed, "end": end, "worker": worker,
+            return {"loss": loss, "start": start, "input": got, "computed": computed, "end": end, "worker": worker,
                     "fresh": fresh, "read": read}
 
         return worker_step

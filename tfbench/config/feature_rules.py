@@ -6,10 +6,12 @@ calls them after each flag's own range and the strategy's rules, so that a new f
 function here, not lines inside validate()."""
 from __future__ import annotations
 
+import os
+
 from tfbench.config import faults as faults_lib
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
-from tfbench.data import datasets
+from tfbench.data import datasets, records
 from tfbench.framework import precision
 
 
@@ -92,6 +94,8 @@ def check_data(c) -> None:
         need(c.target_accuracy == 0.0, "--target_accuracy needs real labels: add --dataset=digits")
         need(c.eval_every == 0, "--eval_every needs real labels: add --dataset=digits")
         return
+    need(c.workload.kind == "image", f"--dataset={c.dataset} holds images for tfbench's image models; "
+                                     f"--model={c.model} does not read them")
     classes = datasets.NUM_CLASSES[c.dataset]
     need(c.num_classes == classes, f"--dataset={c.dataset} has {classes} classes: set --num_classes={classes}")
     need(c.mode == "train", f"--dataset={c.dataset} is for convergence: it applies to --mode=train only")
@@ -99,6 +103,24 @@ def check_data(c) -> None:
     smallest = datasets.shard_size(c.dataset, c.num_workers)
     need(c.batch_size <= smallest, f"--batch_size={c.batch_size} is more than the {smallest} training images each of "
                                    f"the {c.num_workers} workers gets from {c.dataset}")
+
+
+def check_input(c) -> None:
+    """--data_dir and --input_threads: JPEG shards to read (tfbench.data.records), checked before
+    anything starts; which workloads read them is the workload's rule (tfbench.workloads.check)."""
+    need(c.input_threads >= 0, f"--input_threads must be 0 (one per core) or more, got {c.input_threads}")
+    need(c.data_dir or not c.input_threads, "--input_threads sets the threads of --data_dir's input pipeline: "
+                                            "add --data_dir")
+    if not c.data_dir:
+        return
+    need(c.dataset == "synthetic", f"--data_dir and --dataset={c.dataset} are two inputs: give one")
+    need(os.path.isdir(c.data_dir), f"--data_dir={c.data_dir} is not a directory")
+    found = records.files(c.data_dir)
+    need(bool(found), f"--data_dir={c.data_dir} holds no TFRecord shards named {records.PATTERN} (ImageNet's layout; "
+                      f"python -m tools.data writes such a set)")
+    unreadable = [f for f in found if not os.access(f, os.R_OK)]
+    if unreadable:
+        raise ConfigError(f"--data_dir: {unreadable[0]} cannot be read")
 
 
 def check_elastic(c, kind, traits) -> None:
@@ -113,8 +135,8 @@ def check_elastic(c, kind, traits) -> None:
     need(0 <= c.horovod_min_workers < c.num_workers,
          f"--horovod_min_workers must be 1..{c.num_workers - 1} (fewer than --num_workers), got {c.horovod_min_workers}")
     need(c.mode == "train", "--horovod_elastic applies to --mode=train only: forward passes have no state to commit")
-    need(c.dataset == "synthetic", "--horovod_elastic runs on synthetic data: a dataset's shards would change with "
-                                   "the number of ranks")
+    need(not c.reads_input, "--horovod_elastic runs on synthetic data: a dataset's or --data_dir's shards would "
+                            "change with the number of ranks")
 
 
 def check_precision(name: str, on_gpu: bool) -> None:

@@ -15,6 +15,7 @@ from absl import flags
 import tfbench.config as config_lib
 from tfbench.models import MODELS, OWN_MODELS
 from tfbench.workloads.recommender import RECOMMENDERS
+from tfbench.workloads.tokens import PRESETS as TRANSFORMERS
 
 # Presets tbf can shape (fdr_ib, 56 Gbit/s, is refused: leave the rate empty for unshaped links).
 _SHAPED_PRESETS = [name for name, bps in config_lib.LINK_PRESETS.items() if bps <= config_lib.TBF_MAX_BPS]
@@ -25,10 +26,12 @@ _DEFAULTS = config_lib.RunConfig()
 # (title, ((kind, name, help), ...)): kind is an absl DEFINE_<kind>; the default is RunConfig's.
 GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("What runs", (
-        ("string", "model", f"Workload: a recommender ({', '.join(RECOMMENDERS)}), an image model "
-                            f"({', '.join(OWN_MODELS)}), "
-                            f"or a tf_keras.applications model by its snake-case name "
-                            f"({', '.join(n for n in MODELS if n not in OWN_MODELS)})."),
+        ("string", "model", f"Workload: an image model ({', '.join(OWN_MODELS)}), "
+                            f"a tf_keras.applications model by its snake-case name "
+                            f"({', '.join(n for n in MODELS if n not in OWN_MODELS)}), a recommender "
+                            f"({', '.join(RECOMMENDERS)}; embedding tables), a transformer "
+                            f"({', '.join(TRANSFORMERS)}; counted in tokens), or your own model as "
+                            f"package.module:function (README: Your own model)."),
         ("string", "mode", "train (forward+backward+SGD update) or forward (inference only)."),
         ("integer", "batch_size", "Batch size per replica; global batch = this x replicas."),
         ("integer", "image_size", "Side of the square images the model sees (after cropping)."),
@@ -38,6 +41,14 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "num_warmup_steps", "Steps run before timing starts (never timed)."),
         ("integer", "num_steps", "Measured steps."),
         ("float", "learning_rate", "SGD learning rate."),
+        ("integer", "num_layers", "Transformers: encoder layers (0: the preset's)."),
+        ("integer", "hidden_size", "Transformers: hidden size (0: the preset's; a multiple of --num_heads)."),
+        ("integer", "num_heads", "Transformers: attention heads (0: the preset's)."),
+        ("integer", "seq_length", "Transformers: tokens per sequence (0: the preset's, 128)."),
+        ("integer", "vocab_size", "Transformers: vocabulary (0: the preset's, BERT's 30522)."),
+        ("string", "transformer_loss", "Transformers: masked_lm (15% of the tokens masked, cross-entropy over the "
+                                       "vocabulary there) or classification (one class of --num_classes per "
+                                       "sequence); '': masked_lm."),
         ("integer", "seed", "Seed for weights and synthetic data."),
         ("boolean", "xla", "Compile the step with XLA (jit_compile)."),
     )),
@@ -57,6 +68,12 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
                               "digits, shipped in the package; 20% held out for evaluation)."),
         ("integer", "eval_every", "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run)."),
         ("float", "target_accuracy", "Real data: record the training time to this held-out accuracy (0: none)."),
+        ("string", "data_dir", "Image workloads: a directory of TFRecord shards (train-*) of JPEG images in "
+                               "ImageNet's layout (image/encoded, image/class/label; python -m tools.data writes "
+                               "one), decoded, cropped, flipped and batched by tf.data inside every step; '': "
+                               "synthetic images made before timing."),
+        ("integer", "input_threads", "--data_dir: threads of each task's input pipeline (its thread pool, parallel "
+                                     "map and interleave); 0: one per core of the task that reads."),
     )),
     ("Distribution", (
         ("string", "strategy", f"One of {', '.join(config_lib.STRATEGIES)}."),

@@ -92,6 +92,15 @@ class RunConfig:
     dataset: str = "synthetic"  # or a real dataset of tfbench.data.datasets, evaluated on its held-out part
     eval_every: int = 0  # real data: held-out evaluation every this many steps; 0: 10 per run
     target_accuracy: float = 0.0  # real data: record the time to this held-out accuracy; 0: none
+    data_dir: str = ""  # TFRecord shards of JPEG images (ImageNet's layout), read by tf.data (tfbench.data.records)
+    input_threads: int = 0  # --data_dir: threads of a task's input pipeline; 0: the task's cores
+    # Transformer workloads (tfbench.workloads.tokens): 0 or "": the preset's (--model=bert_tiny, bert_base).
+    num_layers: int = 0
+    hidden_size: int = 0
+    num_heads: int = 0
+    seq_length: int = 0
+    vocab_size: int = 0
+    transformer_loss: str = ""  # masked_lm or classification
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -100,6 +109,12 @@ class RunConfig:
         from tfbench import workloads
 
         return workloads.of(self.model)
+
+    @property
+    def reads_input(self) -> bool:
+        """Whether steps read their batches from an input pipeline (a real dataset, --data_dir)
+        rather than one synthetic batch made before timing."""
+        return self.dataset != "synthetic" or bool(self.data_dir)
 
     @property
     def traits(self) -> strategy_traits.Traits:

@@ -121,12 +121,7 @@ def _check_workload(c: RunConfig) -> None:
     """--model names a workload (tfbench.workloads), which checks the flags it reads; a flag only
     another kind of workload reads is refused off its default."""
     try:
-        workload = workloads.of(c.model)
-        for flag, kinds in workloads.flag_owners().items():
-            if flag not in workload.own_flags and getattr(c, flag) != getattr(_DEFAULTS, flag):
-                raise ConfigError(f"--{flag} applies to {' and '.join(kinds)} only "
-                                  f"(e.g. --model={workloads.examples(kinds[0]).split(',')[0]}), not to {c.model}")
-        workload.check(c)
+        workloads.check(c, _DEFAULTS)
     except workloads.WorkloadError as e:
         raise ConfigError(str(e)) from None
 
@@ -159,6 +154,7 @@ def _check_features(c: RunConfig, kind: Kind, traits) -> None:
     feature_rules.check_checkpoints(c, traits)
     feature_rules.check_staleness_bound(c, traits)
     feature_rules.check_data(c)
+    feature_rules.check_input(c)
     feature_rules.check_elastic(c, kind, traits)
 
 

@@ -38,9 +38,12 @@ def shipped_path(model: str, image_size: int, num_classes: int) -> str:
 
 
 def count_variables(model: str, image_size: int, num_classes: int, data_format: str = "NHWC") -> List[Dict]:
-    """[{'name', 'shape', 'itemsize', 'trainable'}] in creation order (TensorFlow; call in a child)."""
+    """[{'name', 'shape', 'itemsize', 'trainable'}] in creation order (TensorFlow; call in a child).
+    Any registered workload (an image model, a transformer preset at its own sizes)."""
+    from tfbench.config import RunConfig
     from tfbench.framework.tf_import import tf
-    from tfbench.models import MODELS
+
+    config = RunConfig(model=model, image_size=image_size, num_classes=num_classes, data_format=data_format)
 
     created = []
 
@@ -50,7 +53,7 @@ def count_variables(model: str, image_size: int, num_classes: int, data_format: 
         return v
 
     with tf.variable_creator_scope(record):
-        built = MODELS[model].build(num_classes, image_size, data_format)
+        built = config.workload.build(config)
     # trainable: what the model trains (Keras' own step counters are tf.Variables too, never pulled)
     trained = {v.ref() for v in built.trainable_variables}
     return [{"name": v.name.rsplit(":", 1)[0], "shape": [int(d) for d in v.shape], "itemsize": int(v.dtype.size),

@@ -57,8 +57,8 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     split = breakdown.line(cluster.get("step_breakdown"))
     if split:
         lines.append(split)
-    lines += [line for line in (comm.line(cluster.get("communication")), shards_line(tasks),
-                                sparse.line(cluster.get("sparse")), memory_line(cluster)) if line]
+    lines += [line for line in (input_line(cluster.get("input_pipeline")), comm.line(cluster.get("communication")),
+                                shards_line(tasks), sparse.line(cluster.get("sparse")), memory_line(cluster)) if line]
     lines += performance_lines(config, cluster, tasks)
     coordinator = next((t for t in tasks if t.get("cluster_steps")), {})
     updates = cluster.get("updates", coordinator.get("updates"))
@@ -124,6 +124,17 @@ def memory_line(cluster: dict) -> Optional[str]:
     return "memory per task (peak RSS): " + ", ".join(f"{name} {mb / 1024:.2f} GiB" for name, mb in peaks)
 
 
+def input_line(pipeline: Optional[dict]) -> Optional[str]:
+    """What a --data_dir run read, how its workers shared the files, and the pipeline's threads."""
+    if not pipeline:
+        return None
+    shared = (f"each of {pipeline['readers']} reader(s) its own files ({'/'.join(map(str, pipeline['files_per_reader']))})"
+              if pipeline["policy"] == "file" else f"every reader all files, every {pipeline['readers']}-th example")
+    return (f"input: {pipeline['files']} TFRecord file(s) of {pipeline['data_dir']}, {shared}; tf.data with "
+            f"{pipeline['threads']} thread(s) ({pipeline['threads_source']}), {pipeline['prefetch_batches']} batches "
+            f"prefetched")
+
+
 def shards_line(tasks: List[dict]) -> Optional[str]:
     """What each parameter server holds, and how far the busiest is above the mean."""
     shards = next((t["ps_shards"] for t in tasks if t.get("ps_shards")), None)
@@ -167,6 +178,7 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
             head = f"pull+compute {ms('pull_and_compute_s')} (the pull alone took {ms('pull_s')})"
         else:
             head = f"pull {ms('pull_s')} + compute {ms('compute_s')}"
+        head = f"input {ms('input_s')} + {head}" if s.get("input_s") is not None else head
         parts.append(f"worker_{t['index']} {head} + push {ms('push_s')} + wait {ms('wait_s')}")
     if not parts:
         return None

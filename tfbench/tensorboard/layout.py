@@ -19,7 +19,7 @@ CHARTS = (
     ("host traffic (kbit/s), every host: tx and rx", (r"^link/(tx|rx)_kbps$", r"^host/net_.*_(tx|rx)_kbps$")),
     ("CPU (% of one core), every task", (r"^sys/cpu_percent$",)),
     ("where each global step's time goes (ms), stacked: the bands between lines are compute, "
-     "communication, apply and waiting", (r"^split_stacked/",)),
+     "communication, input, apply and waiting", (r"^split_stacked/",)),
     ("bandwidth each global step's communication achieved (Gbit/s): algbw, and busbw as nccl-tests defines it",
      (r"^comm/(alg|bus)bw_gbit_s$",)),
 )

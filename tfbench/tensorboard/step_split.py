@@ -1,6 +1,6 @@
 """Each global step's split (tfbench.measure.breakdown) in TensorBoard, under tb/cluster: one
-series per part, and the parts stacked (compute, + communication, + apply, + waiting = the
-step) so that the bands between the lines of one chart show where each step's time went; and the
+series per part, and the parts stacked (compute, + communication, + input, + apply, + waiting =
+the step) so that the bands between the lines of one chart show where each step's time went; and the
 bandwidth each step's communication achieved (comm/*, tfbench.measure.comm)."""
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ TB_NAME = "cluster"
 
 
 def tags(breakdown: dict) -> list:
-    """The parts a run has (apply only where the ps applies updates apart)."""
-    return [p for p in PARTS if p != "apply" or any(breakdown["per_step_s"]["apply"])]
+    """The parts a run has (apply only where the ps applies updates apart, input where it was measured)."""
+    return [p for p in PARTS if p not in ("apply", "input") or any(breakdown["per_step_s"].get(p) or ())]
 
 
 def bandwidth(communication: Optional[dict], communication_s: float) -> dict:

@@ -33,6 +33,8 @@ class Workload(abc.ABC):
     unit: str = "examples"  # one of UNITS
     inputs: str = "examples"  # what one example is, as the table and the docs say it
     own_flags: Tuple[str, ...] = ()  # flags only this kind of workload reads (others refuse them off default)
+    reads_files: bool = False  # its examples can be read from files (--data_dir: tfbench.data.records)
+    kind: str = ""  # what sort of workload, as records name it: image, transformer, user
 
     # ---- what a run's config asks of it --------------------------------------------------
     def check(self, config) -> None:
@@ -71,6 +73,15 @@ class Workload(abc.ABC):
         """What one step's examples touch, counted from the batches themselves (an embedding
         table's unique rows): the task record's `sparse` entry; {} when there is nothing sparse."""
         return {}
+    def import_paths(self) -> Tuple[str, ...]:
+        """Directories every task of a run must import from (a user's module: the one it was found
+        under, tfbench.workloads.user); launchers put them on PYTHONPATH."""
+        return ()
+
+    def summary(self, config) -> Dict:
+        """The records' `workload` entry: its name, kind and unit, and what record() adds."""
+        return {"name": self.name, "kind": self.kind, "unit": self.unit,
+                "units_per_example": self.units_per_example(config), **self.record(config)}
 
     # ---- TensorFlow (called inside a task, or in a child process that counts) ------------
     @abc.abstractmethod
@@ -81,6 +92,13 @@ class Workload(abc.ABC):
     def batch(self, config, batch_size: int, shard=0) -> Tuple:
         """(features, labels): one shard's synthetic batch, made before timing, the same for a
         shard whatever the strategy (so a distributed step equals a single-device step)."""
+
+    def dataset(self, config, shard, num_shards: int, batch_size: int, cores: int = 1):
+        """An endless tf.data pipeline of real input, batches of (features, labels): reader `shard`
+        (an int, or a tensor: a parameter-server worker's index) of `num_shards`, read by a task
+        of `cores` cores. Only workloads that read files or a dataset have one (validation refuses
+        --data_dir and --dataset for the others)."""
+        raise WorkloadError(f"--model={self.name} reads no input from files or datasets")
 
     @abc.abstractmethod
     def example_spec(self, config) -> Tuple:

@@ -27,6 +27,8 @@ class ImageWorkload(Workload):
     inputs: str = "images"
     own_flags: Tuple[str, ...] = ("image_size", "source_image_size", "num_classes", "data_format", "dataset",
                                   "eval_every", "target_accuracy")
+    reads_files: bool = True
+    kind: str = "image"
 
     def check(self, config) -> None:
         c = self
@@ -55,6 +57,16 @@ class ImageWorkload(Workload):
 
         return synthetic_batch(batch_size, config.image_size, config.effective_source_image_size, config.num_classes,
                                config.data_format, config.seed, shard)
+
+    def dataset(self, config, shard, num_shards: int, batch_size: int, cores: int = 1):
+        """JPEG files (--data_dir, tfbench.data.records) or a real dataset (--dataset, tfbench.data.datasets)."""
+        if config.data_dir:
+            from tfbench.data import records
+
+            return records.dataset(config, shard, num_shards, batch_size, config.image_size, cores)
+        from tfbench.data import datasets
+
+        return datasets.train_dataset(config, shard, num_shards, batch_size)
 
     def example_spec(self, config) -> Tuple:
         from tfbench.framework.tf_import import tf

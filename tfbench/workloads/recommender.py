@@ -37,6 +37,7 @@ MAX_TABLES = 1024
 class RecommenderWorkload(Workload):
     unit: str = "examples"
     inputs: str = "dense features and categorical ids"
+    kind: str = "recommender"
     bottom: Tuple[int, ...] = (64, 32)
     top: Tuple[int, ...] = (64, 32)
     criteo: bool = False  # the tables are Criteo's, scaled by --embedding_scale

@@ -19,8 +19,7 @@ from typing import List, Optional, Tuple
 
 from absl import app, flags
 
-from tfbench.config import RunConfig
-from tfbench.config import helptext
+from tfbench.config import RunConfig, helptext
 from tfbench.config.errors import ConfigError
 from tfbench.measure import peaks
 from tfbench.results import tuned

@@ -36,6 +36,7 @@ from tfbench.perfmodel import prediction, render, shards, terms
 from tfbench.perfmodel.equations import PLACEMENTS
 from tfbench.perfmodel.links import resolve as resolve_link
 from tfbench.perfmodel.links import runs_text
+from tfbench.workloads import WORKLOADS
 from tools.model import predict_rows, pricing
 
 FLAGS = flags.FLAGS
@@ -76,7 +77,8 @@ def define_flags() -> None:
                        "(see --oversubscription).")
     flags.DEFINE_float("oversubscription", 0.0, "The core's oversubscription ratio r >= 1: capacity = nodes x link / r; "
                        "0: full bisection.")
-    flags.DEFINE_string("model", "resnet50", f"One of {', '.join(MODELS)}.")
+    flags.DEFINE_string("model", "resnet50", f"One of {', '.join(WORKLOADS)} (a transformer preset: its |w| at "
+                                             "the preset's sizes).")
     flags.DEFINE_integer("image_size", 224, "Square image side in pixels.")
     flags.DEFINE_integer("num_classes", 1000, "Classes of the classifier.")
     flags.DEFINE_string("precision", "fp32", f"One of {', '.join(PRECISIONS)} (selects the fitted compute; "
@@ -155,9 +157,9 @@ def check_flags() -> None:
     need(f.compute_ms_per_step >= 0, f"--compute_ms_per_step must be 0 or more, got {f.compute_ms_per_step}")
     need(0 <= f.duplex_chi <= 1 and 0 <= f.overlap_phi <= 1, "--duplex_chi and --overlap_phi are shares in [0, 1]")
     need(f.per_message_us >= 0 and f.compute_cv >= 0, "--per_message_us and --compute_cv must be 0 or more")
-    need(f.model in MODELS, f"--model={f.model!r} is unknown; choose one of {', '.join(MODELS)}")
-    need(f.image_size >= MODELS[f.model].min_image_size,
-         f"--image_size={f.image_size} is too small for {f.model} (at least {MODELS[f.model].min_image_size})")
+    need(f.model in WORKLOADS, f"--model={f.model!r} is unknown; choose one of {', '.join(WORKLOADS)}")
+    smallest = MODELS[f.model].min_image_size if f.model in MODELS else 1  # a transformer reads no images
+    need(f.image_size >= smallest, f"--image_size={f.image_size} is too small for {f.model} (at least {smallest})")
     need(f.num_classes >= 2, f"--num_classes must be at least 2, got {f.num_classes}")
     need(f.precision in PRECISIONS, f"--precision={f.precision!r} is unknown; choose one of {', '.join(PRECISIONS)}")
     need(f.batch_size >= 1, f"--batch_size must be positive, got {f.batch_size}")

@@ -1,5 +1,6 @@
 """What the points show, in a few sentences computed from them: the fastest strategy at each
-worker count, scaling efficiency at the largest count, and where a strategy stops gaining.
+worker count, the points whose steps wait mostly for their input, scaling efficiency at the
+largest count, and where a strategy stops gaining.
 
 The sentences compare the lines tools.report.plot_lines draws in the scaling plots (one per
 strategy and other differing axis, in one panel per mode and batch), so text and figures never
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from tfbench.measure import breakdown
 from tools.report import plot_lines
 from tools.report.aggregate import Point
 
@@ -24,7 +26,7 @@ def findings(points: Sequence[Point]) -> List[Tuple[str, List[str]]]:
 
 def panel_findings(panel: plot_lines.Panel) -> List[str]:
     scales = panel.xs
-    sentences = [fastest(panel, n) for n in scales]
+    sentences = [fastest(panel, n) for n in scales] + input_bound(panel)
     if len(scales) == 1:
         sentences.append(f"Only {_at(panel, scales[0])} measured: scaling cannot be judged.")
         return [s for s in sentences if s]
@@ -52,6 +54,20 @@ def fastest(panel: plot_lines.Panel, n) -> str:
     ratios = ", ".join(f"{top.rate / p.rate:.2f}× {line.label}" for line, p in ranked[1:]
                        if p.rate > 0)
     return f"{where} {best.label} is fastest ({_rate(top)}, {ratios})."
+
+
+def input_bound(panel: plot_lines.Panel) -> List[str]:
+    """The points whose runs wait for their input longer than for any other part of the step."""
+    sentences = []
+    for line in panel.lines:
+        for p in line.points:
+            splits = [(r.cluster or {}).get("step_breakdown") for r in p.runs]
+            if splits and all(breakdown.input_dominates(s) for s in splits):
+                share = sum(s["share"]["input"] for s in splits) / len(splits)
+                sentences.append(f"{line.label} at {_count(p.config[plot_lines.SCALE], [p.config])} is input-bound: "
+                                 f"waiting for its batches is {share:.0%} of the global step, more than any other "
+                                 f"part.")
+    return sentences
 
 
 def efficiency(panel: plot_lines.Panel) -> List[str]:

@@ -52,9 +52,10 @@ def section(points: Sequence[Point]) -> List[str]:
                ["global step ms", "messages/step", "Gbit/s", "from"])
     return ["", "## Where each global step's time goes", "",
             "Mean per global step over the measured window (share of the step). Synchronous strategies: each "
-            "rank stamps the moment its gradients exist; compute is the mean from step start to that moment, "
-            "waiting the start skew and slower ranks, communication the rest (all-reduce and update). Parameter "
-            "servers: pull measured alone after the window, push measured, compute derived, waiting the "
+            "rank stamps the moment its batch is in hand and the moment its gradients exist; input is the mean "
+            "wait for the batch, compute the mean from the batch to the gradients, waiting the start skew and "
+            "slower ranks, communication the rest (all-reduce and update). Parameter servers: input measured in "
+            "each closure, pull measured alone after the window, push measured, compute derived, waiting the "
             "remainder. Every run record says how each part was obtained (`step_breakdown.methods`). "
             "Messages/step: all-reduces (MWMS: TensorFlow's packs; Horovod: fusion buffers, at least) or a "
             "worker's pulls and pushes; Gbit/s: what they achieved over the communication time (busbw = "

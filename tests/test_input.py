@@ -1,0 +1,89 @@
+"""Input from files (--data_dir, tfbench.data.records; python -m tools.data) and the wait for it in
+the step split: what is refused before anything starts, how readers share files, and the shared
+runs that read the session's image set (tests/clusters.py: hard_default, mwms_ring_forward,
+ps_two_ps_forward, horovod_fp16_hard)."""
+import glob
+import os
+
+import pytest
+
+from conftest import run_cli
+from tfbench.config import RunConfig
+from tfbench.data import records
+from tfrun import cluster_record, task_records
+
+FILE_RUNS = ("hard_default", "mwms_ring_forward", "ps_two_ps_forward", "horovod_fp16_hard")
+
+
+def test_readers_get_their_own_files_or_every_nth_example():
+    assert records.sharding(5, 2)["files_per_reader"] == [3, 2] and records.sharding(5, 2)["policy"] == "file"
+    assert records.sharding(1, 2)["policy"] == "example" and "files_per_reader" not in records.sharding(1, 2)
+    config = RunConfig(data_dir="/nowhere", input_threads=3)
+    assert records.threads(config, 1) == 3 and records.threads(RunConfig(), 4) == 4
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--data_dir=/nonexistent/tfbench"], "--data_dir=/nonexistent/tfbench is not a directory"),
+    (["--data_dir={empty}"], "holds no TFRecord shards named train-*"),
+    (["--input_threads=2"], "--input_threads sets the threads of --data_dir's input pipeline"),
+    (["--data_dir={empty}", "--input_threads=-1"], "--input_threads must be 0"),
+    (["--data_dir={empty}", "--dataset=digits", "--num_classes=10"], "are two inputs: give one"),
+    (["--data_dir={empty}", "--model=bert_tiny"], "--data_dir applies to image workloads"),
+    (["--data_dir={one}", "--strategy=horovod", "--num_workers=2", "--horovod_elastic"], "runs on synthetic data"),
+])
+def test_bad_input_flags_are_refused_before_anything_starts(tmp_path, flags, says):
+    empty, one = tmp_path / "empty", tmp_path / "one"
+    empty.mkdir()
+    one.mkdir()
+    (one / "train-00000-of-00001").write_bytes(b"")
+    proc = run_cli(*(f.format(empty=empty, one=one) for f in flags), "--dry_run")
+    assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("flags,says", [
+    ([], "--data_dir is required"),
+    (["--data_dir={d}", "--num_examples=0"], "--num_examples must be positive"),
+    (["--data_dir={d}", "--num_examples=4", "--num_shards=5"], "--num_shards must be 1..--num_examples (4)"),
+    (["--data_dir={d}", "--image_size=4"], "--image_size must be 8.."),
+    (["--data_dir={d}", "--quality=0"], "--quality must be 1..100"),
+    (["--data_dir={full}"], "holds train-* files already"),
+])
+def test_the_generator_refuses_bad_input_before_writing(tmp_path, flags, says):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "train-00000-of-00001").write_bytes(b"")
+    proc = run_cli(*(f.format(d=tmp_path / "new", full=full) for f in flags), module="tools.data")
+    assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", FILE_RUNS)
+def test_runs_that_read_files_split_out_the_wait_for_input(clusters, scenario):
+    """Each worker read its own files through the stated pipeline; the cluster's step split has an
+    input part, measured, and the parts still add up to the step."""
+    launched = clusters[scenario]
+    cluster = cluster_record(launched.run)
+    workers = {n: r for n, r in task_records(launched.run).items() if n.startswith("worker")}
+    for record in workers.values():
+        pipeline = record["input_pipeline"]
+        assert pipeline["policy"] == "file" and pipeline["files"] == 4
+        assert pipeline["readers"] == launched.config["num_workers"] and sum(pipeline["files_per_reader"]) == 4
+        assert pipeline["threads"] == len(record["cores"]) or os.cpu_count()
+    split = cluster["step_breakdown"]
+    assert "input" in split["methods"] and split["mean_s"]["input"] > 0
+    assert split["sum_check"]["within"], split["sum_check"]
+    assert "+ input " in launched.out and f"input: 4 TFRecord file(s) of {launched.config['data_dir']}" in launched.out
+
+
+@pytest.mark.slow
+def test_tensorboard_input_pipeline_analysis_reads_the_profile_of_a_run_with_files(clusters):
+    """TensorBoard's Profile plugin converts the profile of a --data_dir --profile run into its
+    input-pipeline analysis, which finds the run's tf.data iterators."""
+    from tensorboard_plugin_profile.convert import raw_to_tool_data
+
+    launched = clusters["hard_default"]
+    traces = glob.glob(os.path.join(launched.run, "tb", "worker_0", "plugins", "profile", "*", "*.xplane.pb"))
+    assert traces
+    data, _ = raw_to_tool_data.xspace_to_tool_data(traces, "input_pipeline_analyzer", {})
+    assert data and b"Iterator::" in (data if isinstance(data, bytes) else data.encode())

@@ -1,0 +1,1 @@
+"""tools/data: input data sets for --data_dir (python -m tools.data)."""
