@@ -28,8 +28,8 @@ def test_a_replicated_table_that_cannot_fit_is_refused_naming_the_parameter_serv
 
 
 @pytest.mark.parametrize("flags,message", [
-    (dict(model="dlrm", image_size=64), "--image_size applies to images workloads only"),
-    (dict(model="resnet50", embedding_rows=10), "--embedding_rows applies to dense features and categorical ids"),
+    (dict(model="dlrm", image_size=64), "--image_size applies to image workloads only"),
+    (dict(model="resnet50", embedding_rows=10), "--embedding_rows applies to recommender workloads only"),
     (dict(model="dlrm_criteo", embedding_tables=4), "--embedding_tables applies to"),
     (dict(model="dlrm", embedding_scale=0.5), "--embedding_scale applies to"),
     (dict(model="dlrm", zipf_alpha=-1.0), r"--zipf_alpha must be 0 \(uniform\) or more"),

@@ -29,8 +29,8 @@ def test_presets_and_flags_over_them():
     (["--model=bert_tiny", "--transformer_loss=next_sentence"], "--transformer_loss='next_sentence' is unknown"),
     (["--model=bert_tiny", "--seq_length=1"], "--seq_length=1 must be between 2 and"),
     (["--model=bert_tiny", "--vocab_size=3"], "leaves no token besides the reserved"),
-    (["--model=resnet50", "--seq_length=64"], "--seq_length applies to the transformers"),
-    (["--model=bert_tiny", "--dataset=digits", "--num_classes=10"], "--dataset=digits holds images"),
+    (["--model=resnet50", "--seq_length=64"], "--seq_length applies to transformer workloads"),
+    (["--model=bert_tiny", "--dataset=digits", "--num_classes=10"], "--dataset applies to image workloads only"),
 ])
 def test_bad_transformer_flags_are_refused_before_anything_starts(flags, says):
     proc = run_cli(*flags, "--dry_run")

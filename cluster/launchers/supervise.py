@@ -27,8 +27,7 @@ from cluster.supervision import teardown
 from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
 from cluster.supervision.signals import CaughtSignals, signal_name
 from cluster.supervision.status import StatusLine, all_ready, describe, phase_text
-from tfbench.config import RunConfig  # noqa: I001
-from tfbench.config import faults as faults_lib
+from tfbench.config import RunConfig, faults as faults_lib  # noqa: I001
 from tfbench.loop import progress
 from tfbench.results import records
 from tfbench.results.rundir import RunDir

@@ -72,8 +72,9 @@ def best(values: Dict, strategy: str, path: Optional[str] = None) -> Optional[Di
 def elsewhere(values: Dict, strategy: str, path: Optional[str] = None) -> Dict[str, Dict]:
     """{machine key: entry} of the setting and strategy, saved on machines other than this one."""
     here = machine.key()
-    return {key: settings[setting_key(values)][strategy] for key, settings in read(path).items()
-            if key != here and strategy in settings.get(setting_key(values), {})}
+    saved = {key: settings.get(setting_key(values), {}).get(strategy) for key, settings in read(path).items()
+             if key != here}
+    return {key: entry for key, entry in saved.items() if entry is not None}
 
 
 def best_knobs(config, path: Optional[str] = None) -> Dict[str, object]:

@@ -39,7 +39,7 @@ def flag_owners() -> Dict[str, List[str]]:
     for workload in WORKLOADS.values():
         reads = workload.own_flags + (("data_dir",) if workload.reads_files else ())
         for flag in reads:
-            kind = f"{workload.inputs} workloads"
+            kind = f"{workload.kind} workloads"
             if kind not in owners.setdefault(flag, []):
                 owners[flag].append(kind)
     return owners
@@ -47,7 +47,7 @@ def flag_owners() -> Dict[str, List[str]]:
 
 def examples(kind: str, limit: int = 4) -> str:
     """A few names of the workloads of one kind, for messages."""
-    names = [w.name for w in WORKLOADS.values() if f"{w.inputs} workloads" == kind]
+    names = [w.name for w in WORKLOADS.values() if f"{w.kind} workloads" == kind]
     return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
 
 

@@ -66,7 +66,7 @@ class TransformerWorkload(Workload):
     unit: str = "tokens"
     inputs: str = "sequences of token ids"
     kind: str = "transformer"
-    own_flags: Tuple[str, ...] = FLAGS
+    own_flags: Tuple[str, ...] = FLAGS + ("num_classes",)  # a classifying transformer's classes
 
     def sizes(self, config) -> Sizes:
         p = self.preset
