@@ -85,3 +85,71 @@ def test_refits_spread_with_the_runs_own_spread():
         return (max(rates) - min(rates)) / truth.rate(rec.ALL_GATHER, 16, SETTING, BETA)
 
     assert 0 < spread(tight) < spread(loose)
+
+
+def test_an_interval_holds_its_point_and_widens_with_the_fitted_runs_scatter():
+    truth = rec.Fit("horovod", 0.040, 0.001, 0.015, 0.6, ())
+    runs = synthetic(truth, rec.ALL_GATHER, (1, 2, 4))
+    fitted = rec.fit(runs)
+    exact = rec.spread(runs, fitted)
+    assert exact.scale == rec.NOISE_FLOOR and exact.dof == 1 and exact.fitted_runs == 3
+    noisy = [dataclasses.replace(o, step_s=o.step_s * f) for o, f in zip(runs, (1.0, 1.08, 0.93))]
+    wide = rec.spread(noisy, rec.fit(noisy))
+    assert wide.scale > exact.scale
+    narrow, broad = (s.interval(fitted, rec.ALL_GATHER, 16, SETTING, BETA) for s in (exact, wide))
+    assert narrow.low < narrow.point < narrow.high and narrow.level == 0.9
+    assert broad.width > narrow.width
+
+
+def write_runs(root, fits, kinds, ns, setting_config):
+    """Run directories as tfbench writes them, each a recommender run on emulated hosts whose step
+    is the given fit's."""
+    import json
+    import os
+
+    import tfbench.config as config_lib
+
+    config = config_lib.RunConfig(**setting_config)
+    workload = config.workload.record(config)
+    setting = rec.Setting(tuple(workload["rows"]), workload["embedding_dim"], workload["ids_per_feature"],
+                          workload["zipf_alpha"], config.batch_size, 4.0 * workload["dense_params"],
+                          workload["dense_features"], tuple(workload["bottom_mlp"]), tuple(workload["top_mlp"]),
+                          config.ps_partitioner, config.ps_min_shard_bytes)
+    for strategy, f in fits.items():
+        for n in ns:
+            run = os.path.join(root, f"{strategy}-w{n}")
+            os.makedirs(run)
+            step = f.step_s(kinds[strategy], n, setting, BETA)
+            cluster = {"kind": "cluster", "status": "ok", "workload": workload, "sparse": {"tables": 8},
+                       "link": {"beta_bps": BETA * 8}, "stats": {"mean_s": step, "ci95_s": 0.01 * step},
+                       "step_breakdown": {"mean_s": {"compute": f.c0 + f.c1 * n}},
+                       "config": {**setting_config, "strategy": strategy, "num_workers": n,
+                                  "num_ps": n if kinds[strategy] == rec.PS else 0}}
+            with open(os.path.join(run, "results.jsonl"), "w", encoding="utf-8") as out:
+                out.write(json.dumps(cluster) + "\n")
+    return setting
+
+
+def test_predict_fits_a_recommender_sweep_and_prints_the_crossover(tmp_path):
+    import subprocess
+    import sys
+
+    fits = {"parameter_server": rec.Fit("parameter_server", 0.05, 0.0, 0.08, 0.7, ()),
+            "multi_worker_mirrored": rec.Fit("multi_worker_mirrored", 0.04, 0.0, 0.01, 0.9, ())}
+    kinds = {"parameter_server": rec.PS, "multi_worker_mirrored": rec.ALL_GATHER}
+    flags = dict(model="dlrm", batch_size=512, embedding_rows=20_000, zipf_alpha=0.6, ps_partitioner="min_size")
+    setting = write_runs(tmp_path, fits, kinds, (1, 2, 4), flags)
+    expected = rec.crossover(fits, kinds, setting, BETA, [2, 4, 8, 16, 32])
+    assert expected  # the fits were chosen so that the parameter server overtakes
+    base = [sys.executable, "-m", "tools.model", "predict", "--model=dlrm", f"--runs={tmp_path}",
+            "--batch_size=512", "--embedding_rows=20000", "--zipf_alpha=0.6", "--link_bandwidth=100mbit",
+            "--num_workers=2,4,8,16,32"]
+    out = subprocess.run(base, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"crossover at N={expected}" in out.stdout
+    assert "parameter_server_examples_per_sec [90%]" in out.stdout and "fitted on 6 runs" in out.stdout
+    for drop, add, says in (("--runs", [], "give --runs=DIR"), ("--batch_size", ["--batch_size=64"],
+                                                                 "predict at --batch_size=512")):
+        args = [a for a in base if not a.startswith(drop)] + add
+        refused = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and says in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import shards, sparse
+from tfbench.perfmodel import intervals, shards, sparse
 
 PS, ALL_GATHER = "parameter_server", "all-gather"
 
@@ -202,3 +202,41 @@ def crossover(fits: Dict[str, Fit], kinds: Dict[str, str], setting: Setting, lin
         if wins and wins == list(workers[i:]):
             return n
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """What a prediction's interval is drawn from: the fit redone on copies of its runs (their own
+    step-time spread) and a new run's scatter about the fit, from the fitted runs' relative
+    residuals (their median absolute deviation, at least the 2% repeated runs move by on this
+    shared machine) with the degrees of freedom the step's least squares leaves, runs - 2 (o and
+    eta; at least 1), as Student t."""
+
+    refits: Sequence[Fit]
+    scale: float
+    dof: float
+    fitted_runs: int
+
+    def interval(self, point_fit: Fit, kind: str, n: int, setting: Setting, link_bytes_per_s: float,
+                 level: float = intervals.LEVEL) -> intervals.Interval:
+        point = point_fit.rate(kind, n, setting, link_bytes_per_s)
+        draws = intervals.scatter_draws(self.dof, len(self.refits))
+        samples = [f.rate(kind, n, setting, link_bytes_per_s) * max(0.05, 1 + self.scale * d)
+                   for f, d in zip(self.refits, draws)]
+        return intervals.from_samples(point, samples, level, f"{len(self.refits)} refits x t({self.dof:g}) scatter "
+                                                             f"{self.scale:.1%} over {self.fitted_runs} runs")
+
+
+NOISE_FLOOR = 0.02  # runs repeated on this shared machine move by about this much
+
+
+def spread(observations: Sequence[Observation], point_fit: Fit, draws: int = 200) -> Spread:
+    obs = list(observations)
+    residuals = [o.step_s / point_fit.step_s(o.kind, o.n, o.setting, o.link_bytes_per_s) - 1 for o in obs]
+    _, mad = intervals.robust_scale(residuals) if len(residuals) > 1 else (0.0, 0.0)
+    return Spread(refits(obs, draws), max(NOISE_FLOOR, mad), float(max(1, len(obs) - 2)), len(obs))
+
+
+def spreads(observations: Sequence[Observation], fits: Dict[str, Fit], max_n: int) -> Dict[str, Spread]:
+    """Each fitted strategy's Spread, from the same runs its fit used (N <= max_n)."""
+    return {s: spread([o for o in observations if o.strategy == s and o.n <= max_n], f) for s, f in fits.items()}

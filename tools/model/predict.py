@@ -30,20 +30,21 @@ from tfbench.framework.precision import PRECISIONS
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
 from tfbench.models import MODELS
+from tfbench.perfmodel import cost, prediction, render, shards, terms
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction, render, shards, terms
 from tfbench.perfmodel.equations import PLACEMENTS
 from tfbench.perfmodel.links import resolve as resolve_link
 from tfbench.perfmodel.links import runs_text
 from tfbench.workloads import WORKLOADS
-from tools.model import predict_rows, pricing
+from tools.model import predict_rows, predict_sparse, pricing
 
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1024
 
 
 def define_flags() -> None:
+    predict_sparse.define_flags()
     if "compute_ms_per_image" in FLAGS:
         return
     flags.DEFINE_string("strategy", "parameter_server", f"One of {', '.join(prediction.STRATEGIES)} "
@@ -114,7 +115,7 @@ def help_groups():
                                    "mode", "compute_ms_per_image", "compute_ms_per_step", "params", "cores_per_worker",
                                    "ps_apply_ms", "overhead_ms"]),
             ("Terms", ["duplex_chi", "overlap_phi", "per_message_us", "compute_cv"]),
-            ("Cost", pricing.NAMES), ("Output", ["format"])]
+            ("Cost", pricing.NAMES), ("Output", ["format"])] + predict_sparse.help_groups()
 
 
 def need(ok: bool, message: str) -> None:
@@ -247,6 +248,9 @@ def main(argv) -> int:
         print(f"tfbench: error: unexpected arguments: {' '.join(argv[1:])}", file=sys.stderr)
         return 2
     try:
+        if predict_sparse.applies(FLAGS.model):
+            predict_sparse.main(worker_counts(FLAGS.num_workers))
+            return 0
         counts, data, prices = request()
         facts = resolve(data)
         refits = [resolve(doc) for doc in params_lib.refits(data)] if data else []
@@ -257,7 +261,8 @@ def main(argv) -> int:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
     model = predict_rows.Model(counted, variables)
-    lines, rows, columns = model.rows(counts, facts, refits, data, prices)
+    unit = cost.IMAGES if WORKLOADS[FLAGS.model].unit == "images" else cost.Unit("examples", "example")
+    lines, rows, columns = model.rows(counts, facts, refits, data, prices, unit)
     assumptions = f"assumptions: {'; '.join(predict_rows.ASSUMPTIONS)}"
     if FLAGS.format == "csv":
         print("\n".join(lines + [assumptions]), file=sys.stderr)

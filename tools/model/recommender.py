@@ -15,6 +15,7 @@ from absl import flags
 
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
+from tfbench.perfmodel import intervals
 from tfbench.perfmodel import recommender as rec
 from tools.rundirs.runs import Run, find_runs
 
@@ -33,6 +34,15 @@ def help_groups():
     return [("Recommender", ["fit_max_workers", "crossover_workers"])]
 
 
+def setting_of(workload: dict, config: dict) -> rec.Setting:
+    """The step model's Setting from a record's `workload` entry and the run's config (or a request's)."""
+    return rec.Setting(tuple(workload["rows"]), int(workload["embedding_dim"]), int(workload["ids_per_feature"]),
+                       float(workload["zipf_alpha"]), int(config["batch_size"]), 4.0 * float(workload["dense_params"]),
+                       int(workload["dense_features"]), tuple(workload.get("bottom_mlp", (64, 32))),
+                       tuple(workload.get("top_mlp", (64, 32))), str(config.get("ps_partitioner", "min_size")),
+                       int(config.get("ps_min_shard_bytes") or 256 << 10))
+
+
 def observation(run: Run):
     """The run as the model sees it, or None with why not."""
     cluster = run.cluster or {}
@@ -48,11 +58,7 @@ def observation(run: Run):
     kind = rec.PS if traits.has_ps else rec.ALL_GATHER
     if traits.has_ps and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
         return None, "the model's parameter server has a ps on every worker's host, placed round-robin"
-    setting = rec.Setting(tuple(workload["rows"]), int(workload["embedding_dim"]), int(workload["ids_per_feature"]),
-                          float(workload["zipf_alpha"]), int(config["batch_size"]), 4.0 * float(workload["dense_params"]),
-                          int(workload["dense_features"]), tuple(workload.get("bottom_mlp", (64, 32))),
-                          tuple(workload.get("top_mlp", (64, 32))), str(config.get("ps_partitioner", "min_size")),
-                          int(config.get("ps_min_shard_bytes") or 256 << 10))
+    setting = setting_of(workload, config)
     stats = cluster["stats"]
     return rec.Observation(run.run_id, kind, str(run.config.get("strategy")), int(run.config["num_workers"]),
                            float(stats["mean_s"]), float(split["compute"]), float(link["beta_bps"]) / 8, setting,
@@ -69,18 +75,20 @@ def observations(path: str) -> Tuple[List[rec.Observation], List[Tuple[str, str]
     return found, skipped
 
 
-def judged(found: Sequence[rec.Observation], max_n: int) -> List[Tuple[rec.Observation, float, float]]:
-    """(held-out run, predicted examples/sec, relative error) of every run with more workers than the fit's."""
+def judged(found: Sequence[rec.Observation], max_n: int) -> List[Tuple[rec.Observation, intervals.Interval, float]]:
+    """(held-out run, its predicted examples/sec with interval, relative error) of every run with more
+    workers than the fit's."""
     settings: Dict[rec.Setting, List[rec.Observation]] = {}
     for o in found:
         settings.setdefault(o.setting, []).append(o)
     out = []
     for same in settings.values():
         fits = rec.fit_all(same, max_n)
+        spreads = rec.spreads(same, fits, max_n)
         for o in same:
             if o.n > max_n and o.strategy in fits:
-                predicted = fits[o.strategy].rate(o.kind, o.n, o.setting, o.link_bytes_per_s)
-                out.append((o, predicted, predicted / o.rate - 1))
+                predicted = spreads[o.strategy].interval(fits[o.strategy], o.kind, o.n, o.setting, o.link_bytes_per_s)
+                out.append((o, predicted, predicted.point / o.rate - 1))
     return out
 
 
@@ -89,7 +97,7 @@ def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int])
     rows = judged(found, max_n)
     for o, predicted, error in sorted(rows, key=lambda r: (r[0].setting.zipf_alpha, r[0].strategy, r[0].n)):
         lines.append(f"  zipf {o.setting.zipf_alpha:g} {o.strategy} N={o.n}: measured {o.rate:.1f}, predicted "
-                     f"{predicted:.1f} examples/sec ({error:+.1%})")
+                     f"{predicted.text(1)} examples/sec ({error:+.1%})")
     for setting in sorted({o.setting for o in found}, key=lambda s: s.zipf_alpha):
         same = [o for o in found if o.setting == setting]
         fits = rec.fit_all(same, max_n)
@@ -103,6 +111,7 @@ def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int])
     errors = [abs(e) for _, _, e in rows]
     lines.append(f"median abs error = {statistics.median(errors):.1%} over {len(errors)} held-out runs"
                  if errors else "median abs error = n/a: no run with more workers than the fit's")
+    lines.append(intervals.coverage_line(intervals.coverage([(o.rate, predicted) for o, predicted, _ in rows])))
     return lines
 
 
