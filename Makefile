@@ -60,7 +60,9 @@ test-fast: setup
 	$(PY) -m pytest -n 2 -m "not slow and not root" tests
 
 # Side by side: tfbench vs a minimal loop, bf16 vs fp32, fraction of the GEMM peak, 2 vs 1
-# one-core workers (MWMS, Horovod); then the monitor's cost. About 10 minutes on 2 cores.
+# one-core workers (MWMS, Horovod), tfbench's parameter server vs a minimal ClusterCoordinator loop
+# on the recommender (tools/bench/ps_peer.py, tools/bench/minimal_ps_loop.py); then the monitor's
+# cost. About 13 minutes on 2 cores.
 # tools.bench.peak refuses a busy machine (a peak measured under load is too low): the benchmark then
 # goes on and its fraction-of-peak line says the peak is unknown.
 bench: setup

@@ -8,8 +8,8 @@ from conftest import ROOT, python_sources
 
 TF_MODULES = ("tensorflow", "tf_keras", "keras")
 ONE_IMPORT = "tfbench/framework/tf_import.py"
-# a reference loop written as a user would, sharing nothing of tfbench (docs/architecture.md)
-OWN_IMPORTS = {"tools/bench/minimal_loop.py"}
+# the reference loops, written as a user would, sharing nothing of tfbench (docs/architecture.md)
+OWN_IMPORTS = {"tools/bench/minimal_loop.py", "tools/bench/minimal_ps_loop.py"}
 
 
 def imported(path):

@@ -32,6 +32,7 @@ ENTRY_POINTS = {
 USER_ENTRY_POINTS = ("tfbench", "tfbench.usage", "cluster.by_hand", "cluster.k8s", "cluster.merge", "cluster.net.netns",
                      "tools.sweep", "tools.report", "tools.report.tb_export", "tools.report.latency", "tools.model",
                      "tools.bench", "tools.bench.overhead", "tools.bench.peak", "tools.bench.minimal_loop",
+                     "tools.bench.minimal_ps_loop", "tools.bench.ps_peer",
                      "tools.bench.soak", "tools.bench.delay_line_ceiling", "tools.data")
 
 

@@ -28,8 +28,10 @@ class Coordinator:
     def schedule(self, fn, args):
         k, self.scheduled = self.scheduled, self.scheduled + 1
         self.seen.append(("schedule", k))
-        return Value({"worker": k % self.n, "start": float(k), "end": k + 0.5, "read": 0, "applied": k + 1,
-                      **self.outcome(k)})
+        result = {"worker": k % self.n, "start": float(k), "end": k + 0.5, "read": 0, "applied": k + 1,
+                  **self.outcome(k)}
+        names = sorted(result)  # packed as a closure returns it (strategies.parameter_server.ops.packed)
+        return Value({",".join(names): [float(result[n]) for n in names]})
 
     def join(self):
         self.seen.append(("join",))

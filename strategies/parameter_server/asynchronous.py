@@ -14,7 +14,7 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-from strategies.parameter_server.ops import in_hand, on_this_worker, settled
+from strategies.parameter_server.ops import in_hand, on_this_worker, packed, settled
 from tfbench.loop import steps
 
 
@@ -77,8 +77,8 @@ def worker_step(adapter):
                 loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker), idle)
         with tf.control_dependencies([loss, computed, read, applied, fresh]):
             end = tf.timestamp()
-        return {"loss": loss, "start": start, "input": got, "computed": computed, "end": end, "worker": shard,
-                "fresh": fresh, "read": read, "applied": applied}
+        return packed({"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
+                       "worker": shard, "fresh": fresh, "read": read, "applied": applied})
 
     return step
 
@@ -112,6 +112,6 @@ def pull_step(adapter):
             end = tf.timestamp()
         # `total` is an output: a value only waited on by control edges is pruned by grappler,
         # and the reads with it
-        return {"start": start, "end": end, "worker": shard, "total": total}
+        return packed({"start": start, "end": end, "worker": shard, "total": total})
 
     return step

@@ -11,16 +11,17 @@ import collections
 import time
 from typing import List, Optional
 
+from strategies.parameter_server.ops import unpacked
 from tfbench.loop.step_loop import StepTiming, Timed
 
 PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
 
 
 def fetched(value, log=None) -> Optional[dict]:
-    """A closure's RemoteValue as plain Python numbers; None when its result was lost with its
-    worker (a closure's outputs stay on the worker until fetched: a worker killed after the
-    closure finished takes them along, though the update was applied), counted in log.lost
-    (a strategies.parameter_server.ops.PsLog)."""
+    """A closure's RemoteValue (its outputs packed by strategies.parameter_server.ops.packed) as
+    plain Python numbers; None when its result was lost with its worker (a closure's outputs stay
+    on the worker until fetched: a worker killed after the closure finished takes them along,
+    though the update was applied), counted in log.lost (a strategies.parameter_server.ops.PsLog)."""
     try:
         result = value.fetch()
     except Exception as e:  # noqa: BLE001 - only TensorFlow's errors of a lost worker are kept
@@ -31,8 +32,8 @@ def fetched(value, log=None) -> Optional[dict]:
             raise
         log.lost += 1
         return None
-    return {k: (bool(v) if k == "fresh" else int(v) if k in ("worker", "read", "applied") else float(v))
-            for k, v in result.items()}
+    return {k: (bool(v) if k == "fresh" else int(v) if k in ("worker", "read", "applied") else v)
+            for k, v in unpacked(result).items()}
 
 
 class Rounds:

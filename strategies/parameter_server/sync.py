@@ -22,7 +22,7 @@ import dataclasses
 import time
 from typing import List
 
-from strategies.parameter_server.ops import in_hand, on_this_worker, settled
+from strategies.parameter_server.ops import in_hand, on_this_worker, packed, settled
 from tfbench.loop import steps
 from tfbench.models.tables import table_parts
 
@@ -167,8 +167,8 @@ class SyncOnPs:
                     strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
             with tf.control_dependencies([loss, computed, fresh, read]):
                 end = tf.timestamp()
-            return {"loss": loss, "start": start, "input": got, "computed": computed, "end": end, "worker": worker,
-                    "fresh": fresh, "read": read}
+            return packed({"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
+                           "worker": worker, "fresh": fresh, "read": read})
 
         return worker_step
 

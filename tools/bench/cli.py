@@ -5,7 +5,11 @@ goal >= 0.98), bf16 vs fp32 speed-up (where the CPU has BF16 instructions; other
 is refused), the fraction of the measured GEMM peak (python -m tools.bench.peak) tfbench's own run
 reached, and 2 workers x 1 core vs 1 worker x 1 core under multi-worker mirrored and Horovod
 (goal >= 1.7x) beside its ceiling: two independent one-core minimal loops at once against one
-alone. The model, image size, batch and step counts are tools.bench.overhead's flags.
+alone. The model, image size, batch and step counts are tools.bench.overhead's flags. Last,
+tfbench's asynchronous parameter-server step on the recommender (--model=dlrm, 2 workers x 1 core,
+1 ps) against a minimal ClusterCoordinator loop of the same model and data
+(tools/bench/minimal_ps_loop.py, placed as tfbench places its processes; goal >= 0.95):
+tools/bench/ps_peer.py.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.measure import peaks
 from tfbench.results import tuned
 from tools.bench import overhead as overhead_lib
+from tools.bench import ps_peer
 
 flags.DEFINE_integer("scaling_image_size", 112, "Image side of the 2-vs-1-worker runs (ResNet50).")
 flags.DEFINE_list("scaling_strategies", ["multi_worker_mirrored", "horovod"], "Strategies of the 2-vs-1 runs.")
@@ -51,26 +56,26 @@ def tfbench_run(logdir: str, run_id: str, *extra: str) -> Tuple[Optional[dict], 
     return cluster, [r for r in recs if r["kind"] == "task"], ""
 
 
-def overhead(logdir: str) -> Tuple[float, float, List[float], Optional[float]]:
-    """Median tfbench / minimal-loop ratio over alternating pairs; also tfbench's fraction of peak."""
+def overhead(logdir: str) -> Tuple[List[float], List[float], Optional[float]]:
+    """tfbench's and the minimal loop's images/sec over alternating pairs; tfbench's median fraction of peak."""
     ours, theirs, fractions = [], [], []
-    for r in range(FLAGS.repeats):
-        def mine():
-            cluster, tasks, reason = tfbench_run(logdir, f"fp32-{r}")
-            if cluster is None:
-                raise SystemExit(f"tools.bench: tfbench failed: {reason}")
-            ours.append(cluster["images_per_sec"])
-            fractions.append((tasks[0].get("flops") or {}).get("fraction_of_peak"))
 
-        def reference():
-            theirs.append(overhead_lib.minimal_rate())
+    def mine(r: int) -> None:
+        cluster, tasks, reason = tfbench_run(logdir, f"fp32-{r}")
+        if cluster is None:
+            raise SystemExit(f"tools.bench: tfbench failed: {reason}")
+        ours.append(cluster["images_per_sec"])
+        fractions.append((tasks[0].get("flops") or {}).get("fraction_of_peak"))
 
-        for measure in ((reference, mine) if r % 2 == 0 else (mine, reference)):
-            measure()
+    def reference(r: int) -> None:
+        theirs.append(overhead_lib.minimal_rate())
+
+    def shown(r: int) -> None:
         print(f"  pair {r}: minimal {theirs[-1]:.2f}, tfbench {ours[-1]:.2f} images/sec", flush=True)
+
+    overhead_lib.alternate(FLAGS.repeats, reference, mine, shown)
     known = [f for f in fractions if f is not None]
-    return (statistics.median(ours), statistics.median(theirs), sorted(o / t for o, t in zip(ours, theirs)),
-            statistics.median(known) if known else None)
+    return ours, theirs, statistics.median(known) if known else None
 
 
 def bf16_speedup(logdir: str, fp32_rate: float) -> str:
@@ -127,24 +132,37 @@ def ceiling() -> str:
             f"one thread each, cores {cores[0]} and {cores[1]})")
 
 
+def bad_flag() -> str:
+    """The first bad flag, '' when all are good: checked before anything runs."""
+    for name in ("repeats", "image_size", "batch_size", "num_warmup_steps", "num_steps", "scaling_image_size"):
+        if FLAGS[name].value < 1:
+            return f"--{name} must be at least 1, got {FLAGS[name].value}"
+    return ps_peer.check()
+
+
 def main(argv) -> None:
     del argv
+    bad = bad_flag()
+    if bad:
+        helptext.fail_usage(bad, "tools.bench")
     rows = []
     with tempfile.TemporaryDirectory() as logdir:
         print(f"tfbench vs minimal loop, {FLAGS.repeats} pairs in alternating order:", flush=True)
-        ours, theirs, pair_ratios, fraction = overhead(logdir)
-        rows.append(("tfbench / minimal loop (images/sec, medians)",
-                     f"{ours / theirs:.3f} ({ours:.2f} vs {theirs:.2f}; pairs {pair_ratios[0]:.3f}-{pair_ratios[-1]:.3f})",
-                     ">= 0.98"))
+        ours, theirs, fraction = overhead(logdir)
+        rows.append(("tfbench / minimal loop (images/sec, medians)", overhead_lib.ratio_text(ours, theirs), ">= 0.98"))
         rows.append(("fraction of the fp32 GEMM peak (tfbench)",
                      f"{fraction:.2f}" if fraction is not None else "unknown: run python -m tools.bench.peak", ""))
-        rows.append(("bf16 vs fp32 speed-up (tfbench)", bf16_speedup(logdir, ours), ""))
+        rows.append(("bf16 vs fp32 speed-up (tfbench)", bf16_speedup(logdir, statistics.median(ours)), ""))
         print("two independent one-core loops at once vs one alone ...", flush=True)
         rows.append((f"ceiling: 2 independent 1-core loops / 1 alone ({FLAGS.scaling_image_size}px)", ceiling(), ""))
         for strategy in FLAGS.scaling_strategies:
             print(f"{strategy}: 1 and 2 workers x 1 core ...", flush=True)
             rows.append((f"{strategy}: 2 workers x 1 core / 1 x 1 core "
                          f"({FLAGS.scaling_image_size}px)", scaling(logdir, strategy), ">= 1.7x"))
+        print(f"tfbench parameter server vs a minimal ClusterCoordinator loop (dlrm), {FLAGS.repeats} pairs in "
+              "alternating order:", flush=True)
+        ps_ratio, ps_setting = ps_peer.compare(logdir)
+        rows.append((ps_peer.NAME, ps_ratio, ">= 0.95"))
     width = max(len(r[0]) for r in rows)
     print(f"\nResNet50 train, batch {FLAGS.batch_size}/replica, {FLAGS.image_size}px unless noted, "
           f"{FLAGS.num_warmup_steps} warm-up + {FLAGS.num_steps} measured steps")
@@ -152,10 +170,12 @@ def main(argv) -> None:
         print(f"  {name:<{width}}  {value}" + (f"   (goal {goal})" if goal else ""))
     print(f"  (fractions of peak: {peaks.describe(peaks.load())}"
           + (f"; {peaks.WRONG}" if fraction is not None and fraction > 1 else "") + ")")
+    print(f"  ({ps_setting})")
 
 
 def run() -> None:
     """`python -m tools.bench` (tools/bench/__main__.py)."""
     groups = [("Benchmark", ["repeats", "image_size", "batch_size", "num_warmup_steps", "num_steps",
-                             "scaling_image_size", "scaling_strategies", "scaling_knobs"])]
+                             "scaling_image_size", "scaling_strategies", "scaling_knobs"]),
+              ("Parameter server (dlrm)", ["ps_batch_size", "ps_num_warmup_steps", "ps_num_steps"])]
     app.run(main, flags_parser=helptext.parser(__doc__, lambda: groups, "tools.bench"))

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Callable, List
 
 from absl import app, flags
 
@@ -65,6 +66,25 @@ def pinned_rates(cores, image_size: int) -> list:
     return [json.loads(out.strip().splitlines()[-1])["images_per_sec"] for out in outs]
 
 
+def alternate(repeats: int, reference: Callable[[int], None], mine: Callable[[int], None],
+              after: Callable[[int], None]) -> None:
+    """Pairs r = 0 .. repeats-1 run A B, then B A, ...: whatever favours the first (or second) run
+    of a pair cancels out; after(r) once pair r is done."""
+    for r in range(repeats):
+        for measure in ((reference, mine) if r % 2 == 0 else (mine, reference)):
+            measure(r)
+        after(r)
+
+
+def ratio_text(ours: List[float], theirs: List[float]) -> str:
+    """median(ours) / median(theirs), both medians, and the range of the pairs' own ratios (pairs ran
+    back to back, so their ratios cancel slow drifts of the machine; their spread says how far this
+    machine's noise lets the ratio be trusted)."""
+    a, b = statistics.median(ours), statistics.median(theirs)
+    pairs = sorted(o / t for o, t in zip(ours, theirs))
+    return f"{a / b:.3f} ({a:.2f} vs {b:.2f}; pairs {pairs[0]:.3f}-{pairs[-1]:.3f})"
+
+
 def main(argv) -> None:
     del argv
     if FLAGS.against == "minimal":
@@ -73,27 +93,24 @@ def main(argv) -> None:
         label, goal = "tfbench, monitor off", 0.99
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as logdir:
-        for r in range(FLAGS.repeats):
-            def reference():
-                if FLAGS.against == "minimal":
-                    theirs.append(minimal_rate())
-                else:
-                    theirs.append(tfbench_rate(logdir, f"monitor-off-{r}", monitor=False))
+        def reference(r):
+            if FLAGS.against == "minimal":
+                theirs.append(minimal_rate())
+            else:
+                theirs.append(tfbench_rate(logdir, f"monitor-off-{r}", monitor=False))
 
-            def tfbench():
-                ours.append(tfbench_rate(logdir, f"overhead-{r}"))
+        def tfbench(r):
+            ours.append(tfbench_rate(logdir, f"overhead-{r}"))
 
-            # A B, then B A: whatever favours the first (or second) run of a pair cancels out.
-            for measure in ((reference, tfbench) if r % 2 == 0 else (tfbench, reference)):
-                measure()
+        def shown(r):
             print(f"pair {r}: {label} {theirs[-1]:.2f} images/sec, tfbench {ours[-1]:.2f} images/sec", flush=True)
+
+        alternate(FLAGS.repeats, reference, tfbench, shown)
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"ResNet50 train {FLAGS.image_size}px batch {FLAGS.batch_size}, {FLAGS.repeats} pairs in alternating order (medians):")
     print(f"  {label + ':':<28}{b:8.2f} images/sec")
     print(f"  {'tfbench, monitor on:':<28}{a:8.2f} images/sec")
     print(f"  {'ratio:':<28}{a / b:8.3f}  (goal >= {goal})")
-    # Pairs ran back to back, so their ratios cancel slow drifts of the machine; their spread
-    # says how far this machine's noise lets the ratio be trusted.
     pair_ratios = sorted(o / t for o, t in zip(ours, theirs))
     print(f"  {'ratio per pair:':<28}{statistics.median(pair_ratios):8.3f}  median "
           f"(range {pair_ratios[0]:.3f}-{pair_ratios[-1]:.3f})")

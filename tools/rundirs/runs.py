@@ -16,6 +16,7 @@ from tfbench.results import records
 
 MONITOR_FILE = "monitor.jsonl"
 CONFIG_FILE = "config.json"
+PLAN_FILE = "plan.json"
 _NOT_RUNS = {"tb", "tasks", "report"}  # subdirectories of a run that never hold runs
 
 
@@ -122,6 +123,13 @@ class Run:
         resources = (self.cluster or {}).get("resources") or {}
         tasks = resources.get("tasks") if isinstance(resources.get("tasks"), dict) else resources
         return {name: value for name, value in tasks.items() if isinstance(value, dict)}
+
+    @property
+    def placement(self) -> Dict[str, Dict]:
+        """task -> the cores and threads its plan (plan.json) gave it; {} without a plan."""
+        plan = _read_json(os.path.join(self.path, PLAN_FILE)) or {}
+        return {f"{t['role']}_{t['index']}": {"cores": list(t.get("cores") or ()), "intra_threads": t.get("intra_threads"),
+                                              "inter_threads": t.get("inter_threads")} for t in plan.get("tasks", ())}
 
     @property
     def monitor_path(self) -> Optional[str]:

@@ -1,0 +1,86 @@
+"""The parameter-server row of `python -m tools.bench` (tools/bench/ps_peer.py) and its reference,
+tools/bench/minimal_ps_loop.py: bad input refused with one line, the reference placed as tfbench
+places its processes, and a real run of it that prints its rate and leaves nothing behind, even
+when killed outright."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cluster.plan import topology
+from conftest import ROOT, processes_mentioning
+from tfbench.config import RunConfig
+from tools.bench import minimal_ps_loop
+
+MINIMAL = os.path.join(ROOT, "tools", "bench", "minimal_ps_loop.py")
+TINY = ["--embedding_tables=2", "--embedding_rows=50", "--embedding_dim=4", "--dense_features=3", "--batch_size=4",
+        "--num_workers=2", "--num_warmup_steps=2", "--num_steps=4"]
+GONE_WITHIN_S = 15.0
+
+
+@pytest.mark.parametrize("module,args,expected", [
+    ("tools.bench", ["--ps_num_steps=0"], "tools.bench: error: --ps_num_steps must be at least 1, got 0"),
+    ("tools.bench", ["--ps_batch_size=-1"], "tools.bench: error: --ps_batch_size must be at least 1, got -1"),
+    ("tools.bench", ["--repeats=0"], "tools.bench: error: --repeats must be at least 1, got 0"),
+    ("tools.bench.ps_peer", ["--ps_num_warmup_steps=0"],
+     "tools.bench.ps_peer: error: --ps_num_warmup_steps must be at least 1, got 0"),
+    ("tools.bench.minimal_ps_loop", ["--num_workers=0"],
+     "tools.bench.minimal_ps_loop: error: --num_workers must be at least 1, got 0"),
+    ("tools.bench.minimal_ps_loop", ["--zipf_alpha=-1"],
+     "tools.bench.minimal_ps_loop: error: --zipf_alpha must be 0 or more, got -1"),
+    ("tools.bench.minimal_ps_loop", ["--num_steps=x"], "tools.bench.minimal_ps_loop: error: argument --num_steps"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_anything_runs(module, args, expected):
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(expected), proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("cores", [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (2, 5, 7)])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_reference_is_placed_as_tfbench_places_one_core_workers(cores, workers):
+    plan = topology.make_plan(RunConfig(model="dlrm", strategy="parameter_server", num_workers=workers,
+                                        cores_per_worker=1), cores=cores)
+    planned = {t.name: (t.cores, t.intra_threads, t.inter_threads) for t in plan.tasks}
+    assert minimal_ps_loop.placement(workers, cores) == planned
+
+
+@pytest.mark.slow
+def test_a_run_prints_its_rate_and_leaves_nothing(logdir):
+    """The logdir fixture fails the test if any process still carries its path (here: in its
+    environment, which every server inherits)."""
+    proc = subprocess.run([sys.executable, MINIMAL, *TINY], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MINIMAL_PS_LOOP_TEST=logdir))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["closures"] == 4 and out["window_s"] > 0
+    assert out["examples_per_sec"] == pytest.approx(4 * 4 / out["window_s"])
+    cores = sorted(os.sched_getaffinity(0))
+    assert out["placement"] == {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
+                                for k, (c, i, j) in minimal_ps_loop.placement(2, cores).items()}
+
+
+@pytest.mark.slow
+def test_killed_outright_its_servers_end_with_it(logdir):
+    """SIGKILL to the coordinator once its cluster is connected: the kernel ends the servers."""
+    proc = subprocess.Popen([sys.executable, MINIMAL, *TINY, "--num_steps=100000"], cwd=ROOT, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ, MINIMAL_PS_LOOP_TEST=logdir))
+    try:
+        for line in proc.stderr:
+            if "connected" in line:
+                break
+        assert len(processes_mentioning(logdir)) == 4, "the coordinator, 2 workers and 1 ps"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while processes_mentioning(logdir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_mentioning(logdir)
