@@ -26,8 +26,11 @@ STRAGGLER = ("--straggler=worker_1:4",)
 # A small recommender (tfbench.workloads.recommender): 4 tables of 2000 rows x 8 dims, Zipf ids.
 DLRM = ("--model=dlrm", "--embedding_tables=4", "--embedding_rows=2000", "--embedding_dim=8", "--batch_size=16",
         "--num_warmup_steps=2", "--num_steps=3", "--monitor_interval=0.5")
-BERT_SMALL = ("--model=bert_tiny", "--seq_length=16", "--vocab_size=256")  # the transformer preset, made small
-CUSTOM = ("--model=examples.custom_model:build",)  # the user's own model of the README
+# TINY's flags that every workload reads (its model, image size and classes are an image workload's)
+EVERY_WORKLOAD = tuple(f for f in TINY if not f.startswith(("--model=", "--image_size=", "--num_classes=")))
+# the transformer preset, made small (its classification head: 10 classes)
+BERT_SMALL = EVERY_WORKLOAD + ("--model=bert_tiny", "--seq_length=16", "--vocab_size=256", "--num_classes=10")
+CUSTOM = EVERY_WORKLOAD + ("--model=examples.custom_model:build",)  # the user's own model of the README
 # The image set the runs with files read (python -m tools.data, made once per session)
 RECORDS = ("--num_examples=48", "--image_size=40", "--num_shards=4", "--num_classes=10")
 
@@ -76,16 +79,16 @@ SCENARIOS: Dict[str, Scenario] = {
     # test_knobs (fusion threshold, cycle time and compression reach Horovod's environment);
     # test_workloads (the user's own model, reading images from files, reaches every rank)
     "horovod_fp16_hard": Scenario(HOROVOD2 + ("--horovod_compression=fp16", "--placement=hard",
-                                              "--horovod_fusion_threshold_mb=4", "--horovod_cycle_time_ms=2.5")
-                                  + CUSTOM, data_dir=True),
+                                              "--horovod_fusion_threshold_mb=4", "--horovod_cycle_time_ms=2.5"),
+                                  data_dir=True, base=CUSTOM),
     # test_aggregation (an fp16 all-reduce would not equal the single-device step) of the transformer's
     # masked-LM steps; test_workloads (tokens/sec, FLOPs per token)
-    "horovod": Scenario(HOROVOD2 + BERT_SMALL, dump_weights=True),
+    "horovod": Scenario(HOROVOD2, dump_weights=True, base=BERT_SMALL),
     # test_bounded_staleness (unbounded: the straggler makes updates clock-stale),
     # test_step_definitions (hard placement of asynchronous ps steps); test_workloads (the transformer
     # classifying sequences under a parameter server)
-    "ps_async_straggler_hard": Scenario(PS2 + ("--num_steps=12", "--placement=hard") + STRAGGLER + BERT_SMALL
-                                        + ("--transformer_loss=classification",)),
+    "ps_async_straggler_hard": Scenario(PS2 + ("--num_steps=12", "--placement=hard") + STRAGGLER
+                                        + ("--transformer_loss=classification",), base=BERT_SMALL),
     # test_recommender, test_aggregation: every strategy's sparse path on embedding tables (rows all-gathered by
     # MWMS and Horovod; rows pulled and pushed, accumulated on the 2 ps that shard every table; asynchronous)
     "dlrm_mwms": Scenario(MWMS2, dump_weights=True, base=DLRM),

@@ -80,7 +80,7 @@ def test_runs_that_read_files_split_out_the_wait_for_input(clusters, scenario):
 def test_tensorboard_input_pipeline_analysis_reads_the_profile_of_a_run_with_files(clusters):
     """TensorBoard's Profile plugin converts the profile of a --data_dir --profile run into its
     input-pipeline analysis, which finds the run's tf.data iterators."""
-    from tensorboard_plugin_profile.convert import raw_to_tool_data
+    from xprof.convert import raw_to_tool_data  # TensorBoard Profile plugin's converter
 
     launched = clusters["hard_default"]
     traces = glob.glob(os.path.join(launched.run, "tb", "worker_0", "plugins", "profile", "*", "*.xplane.pb"))

@@ -17,6 +17,20 @@ from tfbench.loop.step_loop import StepTiming, Timed
 PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
 
 
+# A worker killed and restarted under the same address: the coordinator's reused gRPC channel asks
+# the new server for an output of the old one, and gets this answer (TensorFlow's own
+# cluster_coordinator._is_worker_failure treats the same situation's "Unable to find the relevant
+# tensor remote_handle" as a worker failure).
+REPLACED_SERVER = "Unable to parse request"
+
+
+def lost_with_worker(error, tf) -> bool:
+    """Whether a fetch failed because the closure's worker went away (not a fault of the step)."""
+    if isinstance(error, (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)):
+        return True
+    return isinstance(error, tf.errors.InternalError) and REPLACED_SERVER in str(error)
+
+
 def fetched(value, log=None) -> Optional[dict]:
     """A closure's RemoteValue (its outputs packed by strategies.parameter_server.ops.packed) as
     plain Python numbers; None when its result was lost with its worker (a closure's outputs stay
@@ -27,8 +41,7 @@ def fetched(value, log=None) -> Optional[dict]:
     except Exception as e:  # noqa: BLE001 - only TensorFlow's errors of a lost worker are kept
         from tfbench.framework.tf_import import tf
 
-        if log is None or not isinstance(e, (tf.errors.UnavailableError, tf.errors.CancelledError,
-                                             tf.errors.AbortedError)):
+        if log is None or not lost_with_worker(e, tf):
             raise
         log.lost += 1
         return None
