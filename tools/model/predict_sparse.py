@@ -31,20 +31,22 @@ ASSUMPTIONS = ("one worker per host, each on one core as the runs were; a parame
                "links full duplex at the given rate, no contention beyond them")
 
 
+def _table_flags():
+    """tfbench's recommender flags, (kind, name, help) as tfbench.config.flags declares them."""
+    return [entry for title, entries in run_flags.GROUPS if title == GROUP for entry in entries]
+
+
 def define_flags() -> None:
     if "runs" in FLAGS:
         return
     flags.DEFINE_string("runs", "", "Recommender workloads: a sweep directory of recommender runs on emulated hosts "
                                     "(make dlrm, make dlrm-scale) the step model is fitted on.")
-    for title, entries in run_flags.GROUPS:
-        if title == GROUP:
-            for kind, name, text in entries:
-                getattr(flags, f"DEFINE_{kind}")(name, getattr(config_lib.RunConfig(), name), text)
+    for kind, name, text in _table_flags():
+        getattr(flags, f"DEFINE_{kind}")(name, getattr(config_lib.RunConfig(), name), text)
 
 
 def help_groups():
-    return [("Recommender", ["runs"] + [name for title, entries in run_flags.GROUPS if title == GROUP
-                                        for _, name, _ in entries])]
+    return [("Recommender", ["runs"] + [name for _, name, _ in _table_flags()])]
 
 
 def applies(model: str) -> bool:
@@ -56,8 +58,8 @@ def applies(model: str) -> bool:
 
 
 def request_config() -> config_lib.RunConfig:
-    return config_lib.RunConfig(model=FLAGS.model, batch_size=FLAGS.batch_size, **{
-        name: getattr(FLAGS, name) for title, entries in run_flags.GROUPS if title == GROUP for _, name, _ in entries})
+    return config_lib.RunConfig(model=FLAGS.model, batch_size=FLAGS.batch_size,
+                                **{name: getattr(FLAGS, name) for _, name, _ in _table_flags()})
 
 
 def request_setting() -> rec.Setting:
