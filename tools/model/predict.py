@@ -15,6 +15,9 @@ over the protocol shares tfbench has measured (tfbench/perfmodel/measured.py). -
 prints the rows as plain CSV (header first; the interval as images_per_sec_low and _high) and
 the header to standard error; --format=json one JSON document.
 |w| is counted from the model's own graph (cached in ~/.cache/tfbench/model_memory.json).
+A recommender (--model=dlrm, dlrm_criteo) is predicted by its own step model, fitted on the
+recommender runs of --runs=DIR: each strategy's examples/sec and the crossover N
+(tools/model/predict_sparse.py).
 """
 from __future__ import annotations
 
