@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from absl import flags
 
@@ -62,16 +62,16 @@ def request_config() -> config_lib.RunConfig:
                                 **{name: getattr(FLAGS, name) for _, name, _ in _table_flags()})
 
 
-def request_setting() -> rec.Setting:
+def request_setting() -> Tuple[config_lib.RunConfig, rec.Setting]:
+    """The request's flags as a RunConfig (checked as tfbench checks them) and as the step model's Setting."""
     config = request_config()
     try:
         workloads.check(config, config_lib.RunConfig())
     except workloads.WorkloadError as e:
         raise ConfigError(str(e)) from None
-    workload = config.workload
-    return judged_runs.setting_of(workload.record(config), {"batch_size": FLAGS.batch_size,
-                                                            "ps_partitioner": FLAGS.ps_partitioner,
-                                                            "ps_min_shard_bytes": FLAGS.ps_min_shard_bytes})
+    return config, judged_runs.setting_of(config.workload.record(config), {
+        "batch_size": FLAGS.batch_size, "ps_partitioner": FLAGS.ps_partitioner,
+        "ps_min_shard_bytes": FLAGS.ps_min_shard_bytes})
 
 
 def fitted(found: Sequence[rec.Observation], setting: rec.Setting):
@@ -91,7 +91,7 @@ def rows_and_lines(counts: List[int]):
     if not FLAGS.runs:
         raise ConfigError("--model is a recommender: give --runs=DIR, a sweep of its runs on emulated hosts "
                           "(make dlrm or make dlrm-scale) to fit the step model on")
-    setting = request_setting()
+    config, setting = request_setting()
     found, _ = judged_runs.observations(FLAGS.runs)
     fits, spreads, kinds = fitted(found, setting)
     if FLAGS.link_bandwidth:
@@ -114,7 +114,7 @@ def rows_and_lines(counts: List[int]):
     verdict = (f"crossover at N={n}: the parameter server is predicted ahead of all-gather from there on" if n else
                "no crossover: the parameter server is not predicted ahead of all-gather at every N from some N on")
     fitted_on = ", ".join(f"{s} N={','.join(map(str, f.fitted_on))}" for s, f in sorted(fits.items()))
-    lines = [f"recommender {FLAGS.model}: {workloads.of(FLAGS.model).describe(request_config())}, batch "
+    lines = [f"recommender {FLAGS.model}: {config.workload.describe(config)}, batch "
              f"{setting.batch_size} per worker; link: {link}",
              f"fitted on {len(found)} runs of {FLAGS.runs}: {fitted_on}",
              f"{verdict} (N = {', '.join(map(str, counts))})"]
