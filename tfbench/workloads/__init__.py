@@ -8,7 +8,7 @@ own model (tfbench.workloads.user). `of(name)` is the one lookup of what --model
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict
 
 from tfbench.models import MODELS
 from tfbench.workloads import user
@@ -32,32 +32,22 @@ def of(name: str) -> Workload:
                             f"or your own as package.module:function") from None
 
 
-def flag_owners() -> Dict[str, List[str]]:
-    """{flag: the kinds of workload that read it}: a flag off its default is refused for the others.
-    --data_dir belongs to every workload that reads files (a user's model declaring images too)."""
-    owners: Dict[str, List[str]] = {}
+def flag_owners() -> Dict[str, Dict[str, str]]:
+    """{flag: {kind of workload that reads it: one such workload's name}}: a flag off its default is
+    refused for the others."""
+    owners: Dict[str, Dict[str, str]] = {}
     for workload in WORKLOADS.values():
-        reads = workload.own_flags + (("data_dir",) if workload.reads_files else ())
-        for flag in reads:
-            kind = f"{workload.kind} workloads"
-            if kind not in owners.setdefault(flag, []):
-                owners[flag].append(kind)
+        for flag in workload.reads:
+            owners.setdefault(flag, {}).setdefault(f"{workload.kind} workloads", workload.name)
     return owners
-
-
-def examples(kind: str, limit: int = 4) -> str:
-    """A few names of the workloads of one kind, for messages."""
-    names = [w.name for w in WORKLOADS.values() if f"{w.kind} workloads" == kind]
-    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
 
 
 def check(config, defaults) -> None:
     """The workload --model names checks the flags it reads; a flag only other kinds of workload
     read is refused off its default (`defaults`: a RunConfig of defaults)."""
     workload = of(config.model)
-    reads = set(workload.own_flags) | ({"data_dir"} if workload.reads_files else set())
     for flag, kinds in flag_owners().items():
-        if flag not in reads and getattr(config, flag) != getattr(defaults, flag):
+        if flag not in workload.reads and getattr(config, flag) != getattr(defaults, flag):
             raise WorkloadError(f"--{flag} applies to {' and '.join(kinds)} only "
-                                f"(e.g. --model={examples(kinds[0]).split(',')[0]}), not to {config.model}")
+                                f"(e.g. --model={next(iter(kinds.values()))}), not to {config.model}")
     workload.check(config)

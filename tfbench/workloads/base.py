@@ -36,6 +36,12 @@ class Workload(abc.ABC):
     reads_files: bool = False  # its examples can be read from files (--data_dir: tfbench.data.records)
     kind: str = ""  # what sort of workload, as records name it: image, transformer, user
 
+    @property
+    def reads(self) -> Tuple[str, ...]:
+        """Every flag only some workloads read that this one reads: its own, and --data_dir where it
+        reads files."""
+        return self.own_flags + (("data_dir",) if self.reads_files else ())
+
     # ---- what a run's config asks of it --------------------------------------------------
     def check(self, config) -> None:
         """Raises WorkloadError (one line) for flags this workload cannot run with."""
