@@ -21,6 +21,6 @@ def prepare_run_dir(config, plan) -> rundir.RunDir:
     run.write_json("config.json", config.to_dict())
     write_plan(run, plan)
     run.write_json("environment.json", {"schema_version": records.SCHEMA_VERSION,
-                                        **environment.collect(with_horovod=config.traits.ranks)})
+                                        **environment.collect(with_horovod=config.traits.launcher_ranks)})
     write_layout(run, elastic=config.horovod_elastic)
     return run

@@ -115,10 +115,10 @@ def run_task(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskSpec) 
     def ready():
         progress.write_progress(run.path, task.name, "ready", 0, config.total_steps)
 
-    if task.service:  # a parameter server's ps and workers: servers the coordinator drives
-        from strategies.parameter_server.server import serve
+    if task.service:  # ps tasks, a coordinator's workers: servers that other tasks drive or read
+        import strategies
 
-        serve(task, task.intra_threads, task.inter_threads, ready)
+        strategies.serve(config, task, ready)
         return None
     return run_benchmark(run, config, plan, task, ready)
 
@@ -189,11 +189,8 @@ def performance_fields(run: RunDir, config: RunConfig, plan: ClusterPlan, task: 
     cores = task.cores
     if m.role == "worker" and task.role == "chief":
         cores = next((t.cores for t in plan.tasks if t.role == "worker" and t.index == m.index), cores)
-    from strategies.horovod_elastic import ElasticSteps
-
     peak = run.read_json("environment.json").get("peak") if os.path.exists(run.file("environment.json")) else None
-    elastic = m.part(ElasticSteps)  # a Horovod elastic rank that joined late did not start with the launch
-    return {"startup": startup.summary(from_launch=not (elastic and elastic.joined_at_step)),
+    return {"startup": startup.summary(from_launch=m.started_with_launch),
             "flops": flops.task_fields(config, m.examples_per_step, [t.duration_s for t in m.timings],
                                        len(cores) or os.cpu_count(), peak)}
 
@@ -220,9 +217,7 @@ def dump_weights(adapter, task: TaskSpec) -> None:
     """Saves initial and final weights and the data shards of one global step, for checks that
     a distributed step equals a single-device step on the concatenated global batch."""
     path = os.environ.get(DUMP_WEIGHTS_ENV)
-    if not path or task.index != 0 or task.role not in ("worker", "chief"):
-        return
-    if adapter.config.traits.has_ps and task.role != "chief":
+    if not path or task.index != 0 or task.role not in ("worker", "chief"):  # a service task never gets here
         return
     import numpy as np
 

@@ -86,7 +86,7 @@ def plan(config: RunConfig) -> ClusterPlan:
 
 def check_machine(config: RunConfig, dry_run: bool = False) -> List[str]:
     """Everything this machine must have for the run (ConfigError), and warnings for a dry run."""
-    if config.traits.ranks:
+    if config.traits.launcher_ranks:  # they meet at Horovod's rendezvous
         preflight.check_horovod()
     if config.horovod_elastic:
         preflight.check_elastic_root()

@@ -156,7 +156,8 @@ class RunConfig:
         if self.slurm_nodes:
             return self.slurm_nodes
         separate = self.effective_num_ps > 0 and self.ps_placement == "separate"
-        return self.num_workers + (self.effective_num_ps + 1 if separate else 0)
+        coordinator = 1 if strategy_traits.get(self.strategy).coordinated else 0
+        return self.num_workers + (self.effective_num_ps + coordinator if separate else 0)
 
     @property
     def link_rate_bps(self) -> int:

@@ -55,8 +55,8 @@ def observation(run: Run):
     if "compute" not in split:
         return None, "no step split"
     traits, config = strategy_traits.get(run.config.get("strategy")), run.config
-    kind = rec.PS if traits.has_ps else rec.ALL_GATHER
-    if traits.has_ps and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
+    kind = rec.PS if traits.ps_tasks else rec.ALL_GATHER
+    if traits.ps_tasks and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
         return None, "the model's parameter server has a ps on every worker's host, placed round-robin"
     setting = setting_of(workload, config)
     stats = cluster["stats"]
