@@ -19,7 +19,7 @@ from absl import app, flags
 
 import tfbench.config as config_lib
 from cluster.plan.topology import make_plan
-from cluster.run_setup import prepare_run_dir
+from tfbench.app.run_setup import prepare_run_dir
 from tfbench.config import flags as tfbench_flags
 from tfbench.config import helptext
 from tfbench.config.errors import ConfigError

@@ -172,7 +172,7 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
 
 
 def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
-    from cluster import preflight
+    from cluster.launchers import preflight
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError, match="--horovod_elastic needs root"):

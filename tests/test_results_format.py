@@ -13,7 +13,7 @@ from results_doc import documented, undocumented, undocumented_in_run
 import tfbench.config as config_lib
 from cluster import merge
 from cluster.plan.topology import make_plan
-from cluster.run_setup import prepare_run_dir
+from tfbench.app.run_setup import prepare_run_dir
 from cluster.supervision import outcome
 from cluster.supervision.status import StatusLine
 from report_runs import write_run

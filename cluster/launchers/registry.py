@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import Callable, Dict, List, Optional
 
-from cluster import preflight
+from cluster.launchers import preflight
 from cluster.plan.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError

@@ -22,7 +22,7 @@ from cluster.faults.injector import FaultInjector
 from cluster.faults.straggler import OnceReady
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.plan.spec import ClusterPlan
-from cluster.run_setup import write_plan
+from cluster.plan.spec import write_plan
 from cluster.supervision import teardown
 from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
 from cluster.supervision.signals import CaughtSignals, signal_name

@@ -106,6 +106,7 @@ class ClusterPlan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ClusterPlan":
+        """A plan read back from plan.json (write_plan)."""
         return cls(
             strategy=d["strategy"],
             tasks=tuple(TaskSpec.from_dict(t) for t in d["tasks"]),
@@ -114,3 +115,11 @@ class ClusterPlan:
             warnings=tuple(d.get("warnings", ())),
             notes=tuple(d.get("notes", ())),
         )
+
+
+def write_plan(run, plan: ClusterPlan) -> None:
+    """plan.json in the run directory `run` (a RunDir), what every task reads its role, host, port
+    and cores from: written only when the run is prepared (tfbench.app.run_setup) and again by
+    supervision before tasks start on a changed plan (a launcher's addresses, ports replaced after a
+    bind failure)."""
+    run.write_json("plan.json", plan.to_dict())

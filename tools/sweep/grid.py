@@ -12,7 +12,7 @@ import itertools
 from typing import Any, Dict, List, Tuple
 
 import tfbench.config as config_lib
-from cluster import preflight
+from cluster.launchers import preflight
 from tfbench import workloads
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
