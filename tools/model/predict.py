@@ -32,7 +32,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.framework.precision import PRECISIONS
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
-from tfbench.models import MODELS
+from tfbench.workloads.images import MODELS
 from tfbench.perfmodel import cost, prediction, render, shards, terms
 from tfbench.perfmodel import equations as eq
 from tfbench.perfmodel import params as params_lib

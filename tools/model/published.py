@@ -33,7 +33,7 @@ from absl import flags
 from tfbench.config import choices
 from tfbench.config.errors import ConfigError
 from tfbench.measure import variables as variables_lib
-from tfbench.models import MODELS
+from tfbench.workloads.images import MODELS
 from tfbench.perfmodel import clusterfit, clusterspread, cost, intervals, published, render, shards, terms
 from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
 from tools.model import pricing

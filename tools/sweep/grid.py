@@ -34,7 +34,7 @@ _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
 TUNINGS = ("default", "best")
 NOT_TUNED_HERE = "not tuned on this machine"
 _DEFAULTS = config_lib.RunConfig()
-_FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
+_FIELDS = set(config_lib.RunConfig.names())
 
 
 def coerce(name: str, value: Any) -> Any:
