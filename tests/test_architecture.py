@@ -43,3 +43,12 @@ def test_the_parameter_server_is_one_package():
     flat = [f for f in os.listdir(os.path.join(ROOT, "strategies")) if f.startswith(("ps_", "parameter_server."))]
     assert not flat, f"parameter-server modules beside the other strategies: {flat}"
     assert os.path.exists(os.path.join(ROOT, "strategies", "parameter_server", "__init__.py"))
+
+
+def test_the_performance_model_is_in_rooms():
+    """tfbench/perfmodel: a few modules at its top, the rest in its rooms (dense, sparse, fitting, curves)."""
+    top = os.path.join(ROOT, "tfbench", "perfmodel")
+    flat = [f for f in os.listdir(top) if f.endswith(".py")]
+    rooms = [d for d in os.listdir(top) if os.path.exists(os.path.join(top, d, "__init__.py"))]
+    assert len(flat) <= 12, f"modules flat in tfbench/perfmodel (put them in a room): {flat}"
+    assert len(rooms) >= 3, rooms

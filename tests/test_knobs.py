@@ -173,9 +173,9 @@ def test_horovod_knobs_reach_horovods_environment(clusters):
 
 
 def expected_shards(config: dict):
-    """Bytes per ps as the performance model places the run's model (tfbench.perfmodel.shards)."""
+    """Bytes per ps as the performance model places the run's model (tfbench.perfmodel.dense.shards)."""
     from tfbench.measure.variables import count_variables
-    from tfbench.perfmodel import shards as shards_model
+    from tfbench.perfmodel.dense import shards as shards_model
 
     variables = shards_model.from_records(count_variables(config["model"], config["image_size"], config["num_classes"]))
     return shards_model.place(variables, config["num_ps"], config["ps_partitioner"], placer=config["ps_placer"])

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import prediction as pr
-from tfbench.perfmodel import whatif
-from tfbench.perfmodel.prediction import Setting
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.dense import prediction as pr
+from tfbench.perfmodel.dense import whatif
+from tfbench.perfmodel.dense.prediction import Setting
 
 # Round numbers: |w| = 100 MB over 100 MB/s is T = 1 s; alpha 1 ms; a worker computes for 2 s.
 W, BETA, ALPHA, C = 100e6, 100e6, 1e-3, 2.0
@@ -254,3 +254,20 @@ def test_one_ps_shard_per_worker_as_tf_cnn_benchmarks_places_them():
     # worker's pulls and pushes of the other 15 shards (another (N-1)/N), each way; directions in turn (chi = 1)
     assert points[1].communication_s == pytest.approx(2 * 2 * (15 / 16) * 1e8 / 1.25e8)
     assert points[0].scaling_efficiency == 1.0 and points[1].scaling_efficiency < 1.0
+
+
+def test_the_models_terms_for_tfbenchs_strategies_agree_with_their_traits():
+    """tfbench.perfmodel.protocols is the one translation of a strategy's name into the model's terms:
+    a strategy whose traits change, or a new one with tables on ps tasks, fails here until it has its term."""
+    from tfbench.config import strategy_traits
+    from tfbench.perfmodel import protocols
+
+    assert set(protocols.PREDICTED + protocols.ONE_TASK) <= set(strategy_traits.STRATEGIES)
+    assert protocols.TREE not in strategy_traits.STRATEGIES
+    ps = strategy_traits.of(protocols.PS)
+    assert ps.coordinated and ps.ps_tasks and not ps.all_reduce
+    assert all(strategy_traits.of(s).all_reduce and not strategy_traits.of(s).ps_tasks for s in protocols.RINGS)
+    assert set(protocols.ONE_TASK) == set(strategy_traits.names(lambda t: not t.multi_task))
+    for name, traits in strategy_traits.TRAITS.items():
+        assert (protocols.tables_kind(name) == protocols.PS) == traits.ps_tasks, name
+        assert (protocols.of_run(name) is not None) == (traits.multi_task and (traits.ps_tasks or traits.all_reduce))

@@ -1,6 +1,6 @@
-"""The mechanisms of the performance model against their closed forms (tfbench.perfmodel.terms,
+"""The mechanisms of the performance model against their closed forms (tfbench.perfmodel.dense.terms,
 shards, sync_step), and fitting that recovers known parameters from synthetic points
-(tfbench.perfmodel.clusterfit)."""
+(tfbench.perfmodel.curves.clusterfit)."""
 import dataclasses
 import json
 import math
@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from tfbench.perfmodel import clusterfit, published, shards, sync_step, terms
-from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel.curves import clusterfit, published
+from tfbench.perfmodel.dense import shards, sync_step, terms
+from tfbench.perfmodel.dense import equations as eq
 
 V = shards.Variable
 INCEPTION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfbench", "measure", "data",

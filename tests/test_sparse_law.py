@@ -1,4 +1,4 @@
-"""The rows a recommender's step touches (tfbench.perfmodel.sparse) against a Monte-Carlo count of
+"""The rows a recommender's step touches (tfbench.perfmodel.sparse.laws) against a Monte-Carlo count of
 the ids tfbench itself draws (tfbench.workloads.recommender), and what those rows cost each
 strategy on the wire (tfbench.measure.sparse), against hand-computed values. No TensorFlow."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from tfbench.config import RunConfig, strategy_traits
 from tfbench.measure import sparse as sparse_wire
-from tfbench.perfmodel import sparse
+from tfbench.perfmodel.sparse import laws as sparse
 from tfbench.workloads import recommender
 
 

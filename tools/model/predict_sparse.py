@@ -2,7 +2,7 @@
 every strategy DIR's runs measured, and the crossover: from how many workers the parameter server
 is ahead of all-gather.
 
-The step model is tfbench.perfmodel.recommender's (bytes of the busiest host from the sparse laws,
+The step model is tfbench.perfmodel.sparse.recommender's (bytes of the busiest host from the sparse laws,
 compute, overhead and protocol share per strategy), fitted on every finished recommender run of
 DIR (`make dlrm`, `make dlrm-scale`); the tables, ids and link are the request's flags. Each rate
 carries its interval (the fit redone on copies of its runs and a new run's scatter about it).
@@ -20,7 +20,7 @@ from tfbench import workloads
 from tfbench.config import flags as run_flags
 from tfbench.config.errors import ConfigError
 from tfbench.workloads import recommender
-from tfbench.perfmodel import recommender as rec
+from tfbench.perfmodel.sparse import recommender as rec
 from tfbench.perfmodel import render
 from tfbench.perfmodel.render import INTERVAL, NUMBER, Column
 from tools.model import recommender as judged_runs

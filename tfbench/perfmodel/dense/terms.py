@@ -2,8 +2,8 @@
 bytes on the busiest host link from the real shard sizes, full duplex, per-message costs,
 stragglers, devices aggregated inside a node, compute against batch, and the network's core.
 
-Symbols as in tfbench.perfmodel.equations; in addition: S_j bytes and V_j variables on ps shard j
-(tfbench.perfmodel.shards), V variables in all, d devices (replicas) per node, m seconds per
+Symbols as in tfbench.perfmodel.dense.equations; in addition: S_j bytes and V_j variables on ps shard j
+(tfbench.perfmodel.dense.shards), V variables in all, d devices (replicas) per node, m seconds per
 message, chi the non-overlapped share of the two directions, phi the share of the shorter of
 compute and communication that does not overlap the longer, sigma the standard deviation of a
 worker's compute per step, F the fabric's aggregate capacity in bytes/s.

@@ -1,5 +1,5 @@
 """One predicted point per worker count: the step split into its parts, the rate, the scaling
-efficiency and the bottleneck, from the equations of tfbench.perfmodel.equations.
+efficiency and the bottleneck, from the equations of tfbench.perfmodel.dense.equations.
 
 The bottleneck is the largest part of the step: compute, the communication or the ps apply (an
 asynchronous PS capped by its ps links or its apply is named by that cap). Communication is
@@ -12,11 +12,12 @@ import dataclasses
 import math
 from typing import List, Optional, Sequence
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import sync_step
+from tfbench.perfmodel import protocols
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.dense import sync_step
 
-RING_STRATEGIES = ("multi_worker_mirrored", "horovod")
-STRATEGIES = ("parameter_server",) + RING_STRATEGIES + ("tree",)
+RING_STRATEGIES = protocols.RINGS
+STRATEGIES = protocols.STRATEGIES
 COMPUTE, PS_LINK, WORKER_LINK, PS_APPLY, LATENCY = (
     "compute", "network at ps host", "network at worker link", "ps apply", "latency")
 CORE, INTRA, MESSAGES, STRAGGLERS = "network core", "intra-node aggregation", "messages", "stragglers"
