@@ -151,10 +151,6 @@ COMMAND_GROUP = ("Command", (
 COMMAND_DEFAULTS = {"dry_run": False, "tune": False, "tune_budget": 900.0, "tune_store": ""}
 
 
-def flag_names(groups=GROUPS):
-    return [name for _, entries in groups for _, name, _ in entries]
-
-
 def define_flags() -> None:
     """Defines the RunConfig flags once (cluster.by_hand and tools reuse them)."""
     if "model" in FLAGS:

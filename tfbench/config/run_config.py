@@ -50,7 +50,7 @@ class RunConfig:
     num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
     mwms_bytes_per_pack: int = 0  # multi_worker_mirrored: CommunicationOptions.bytes_per_pack; 0: one pack
     mwms_timeout: float = 0.0  # multi_worker_mirrored: CommunicationOptions.timeout_seconds; 0: none
-    horovod_compression: str = "none"  # none, fp16 or bf16 gradients on the wire (tfbench.config.knobs)
+    horovod_compression: str = "none"  # none or fp16 gradients on the wire (tfbench.config.knobs)
     horovod_fusion_threshold_mb: int = -1  # HOROVOD_FUSION_THRESHOLD in MiB; -1: Horovod's default; 0: no fusion
     horovod_cycle_time_ms: float = -1.0  # HOROVOD_CYCLE_TIME; -1: Horovod's default
     horovod_autotune: bool = False  # HOROVOD_AUTOTUNE, its log in the run's tasks/ directory

@@ -56,7 +56,7 @@ class Sizes:
         return max(1, round(MASKED_SHARE * (self.length - 1)))
 
     def params(self, num_classes: int) -> int:
-        """Trainable parameters, in closed form (the model's own count agrees: tests/test_tokens.py)."""
+        """Trainable parameters, in closed form (the model's own count agrees: tests/test_transformer.py)."""
         h, norm = self.hidden, 2 * self.hidden
         embeddings = (self.vocab + self.length) * h + norm
         block = 4 * (h * h + h) + norm + (h * 4 * h + 4 * h) + (4 * h * h + h) + norm
@@ -168,7 +168,7 @@ class TransformerWorkload(Workload):
     def memory_bound(self, config) -> Optional[Dict[str, int]]:
         """Parameters in closed form; per example at most ACTIVATIONS_PER_TOKEN floats per token and
         layer plus the attention's heads x length^2, and the head's logits (checked against the
-        count by tests/test_tokens.py)."""
+        count by tests/test_transformer.py)."""
         s = self.sizes(config)
         per_layer = s.length * (ACTIVATIONS_PER_HIDDEN * s.hidden) + ATTENTION_COPIES * s.heads * s.length ** 2
         head = (HEAD_COPIES * s.masked * (s.vocab + 4 * s.hidden) if s.loss == "masked_lm"

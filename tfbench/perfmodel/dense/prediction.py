@@ -193,13 +193,6 @@ def predict(setting: Setting, counts: Sequence[int]) -> List[Point]:
             for p in (point(setting, n) for n in counts)]
 
 
-def predict_shard_per_worker(setting: Setting, counts: Sequence[int]) -> List[Point]:
-    """predict() with k = N ps shards at every N (one ps per worker node)."""
-    rate_1 = point(dataclasses.replace(setting, num_ps=1), 1).images_per_sec
-    return [dataclasses.replace(p, scaling_efficiency=eq.scaling_efficiency(p.images_per_sec, n, rate_1))
-            for n in counts for p in [point(dataclasses.replace(setting, num_ps=n), n)]]
-
-
 def step_s(setting: Setting, n: int) -> float:
     """Just the step time (what the what-if answers compare)."""
     return point(setting, n).step_s

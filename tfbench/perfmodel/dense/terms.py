@@ -215,13 +215,6 @@ def fit_compute(batches: Sequence[float], step_compute_s: Sequence[float]) -> Tu
     return float(result.x[0]), float(result.x[1])
 
 
-def per_worker_batch(global_batch: float, n: int) -> float:
-    """Strong scaling: the global batch split over N workers (G/N each)."""
-    if not (global_batch > 0 and n >= 1):
-        raise ValueError(f"need a positive global batch and N >= 1, got {global_batch}, {n}")
-    return global_batch / n
-
-
 def core_s(total_bytes: float, capacity: Optional[float]) -> float:
     """Seconds the network's core needs for every byte that crosses it in one step: total/F
     (0 with a full-bisection switch, capacity None)."""
