@@ -228,6 +228,9 @@ class _Attempt:
             self.faults.tick(self.progress, self._fault_target)
             self.faults.watch_recovery()
         ending = self._exits()
+        if ending is not None and self.faults is not None:
+            self._read_progress(now)
+            self.faults.watch_recovery()  # a rank that rejoined since the last poll, seen in its last record
         if ending is None and self.deadline is not None and now >= self.deadline:
             ending = Ending("failed", None, f"deadline of {self.config.deadline:g} s reached")
         return ending or self._stall(now)
