@@ -32,7 +32,7 @@ def single_device_step(config_dict, initial, shards):
 
 
 @pytest.mark.parametrize("scenario", ["mwms", "horovod", "ps_sync", "mirrored", "dlrm_mwms", "dlrm_horovod",
-                                      "dlrm_ps_sync"])
+                                      "dlrm_ps_sync", "dlrm_hybrid"])
 def test_sync_steps_equal_single_device_steps_on_the_global_batch(clusters, scenario):
     launched = clusters[scenario]
     config = launched.config

@@ -39,7 +39,7 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Distribution", (
         ("string", "strategy", f"One of {', '.join(config_lib.STRATEGIES)}."),
         ("integer", "num_workers", "Worker tasks (Horovod: ranks)."),
-        ("integer", "num_ps", "Parameter servers (parameter_server only; 0: one)."),
+        ("integer", "num_ps", "Parameter servers (parameter_server and hybrid; 0: one)."),
         ("string", "ps_placement", "collocated: each ps shares a worker's host; separate: a host of its own."),
         ("string", "knob_source", "Where the strategy's knob values came from, for the record (sweeps set it to the "
                                   "saved tuning they read for tuning: best); '': the flags."),
@@ -73,6 +73,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("boolean", "horovod_elastic", "Horovod, local: horovodrun's elastic mode; state is committed every step, a "
                                        "rank that dies is dropped and the rest go on, and it rejoins when restarted."),
         ("integer", "horovod_min_workers", "Horovod elastic: fewest ranks the run goes on with (0: 1)."),
+        ("string", "hybrid_shard_rule", "hybrid: where each table's K row ranges live: rotated (shard j of table t "
+                                        "on ps (t + j) mod K) or aligned (shard j on ps j, as the parameter server's "
+                                        "fixed partitioner places them)."),
         ("list", "hosts", "Comma-separated hosts; tasks are spread over them round-robin."),
         ("integer", "base_port", "First port per host; 0: free ports picked on this machine."),
     )),

@@ -18,6 +18,7 @@ from tfbench.config.strategy_traits import TRAITS, Knob  # noqa: F401 - Knob: th
 PS_PARTITIONERS = ("none", "min_size", "fixed")
 PS_PLACERS = ("round_robin", "greedy")
 HOROVOD_COMPRESSIONS = ("none", "fp16")  # Horovod's all-reduce takes no bfloat16
+SHARD_RULES = ("rotated", "aligned")  # hybrid: where a table's row ranges live on the ps
 
 # Every strategy's knobs, in the traits table's order (each row of tfbench.config.strategy_traits).
 KNOBS: Tuple[Knob, ...] = tuple(k for t in TRAITS.values() for k in t.knobs)
@@ -109,6 +110,8 @@ def check(c) -> None:
          "--horovod_fusion_threshold_mb and --horovod_cycle_time_ms at -1")
     need(c.ps_partitioner in PS_PARTITIONERS,
          f"--ps_partitioner={c.ps_partitioner!r} is unknown; choose {', '.join(PS_PARTITIONERS)}")
+    need(c.hybrid_shard_rule in SHARD_RULES,
+         f"--hybrid_shard_rule={c.hybrid_shard_rule!r} is unknown; choose {', '.join(SHARD_RULES)}")
     need(c.ps_placer in PS_PLACERS, f"--ps_placer={c.ps_placer!r} is unknown; choose {', '.join(PS_PLACERS)}")
     need(c.ps_min_shard_bytes >= 1024, f"--ps_min_shard_bytes must be at least 1024, got {c.ps_min_shard_bytes}")
     need(c.ps_partitioner == "min_size" or c.ps_min_shard_bytes == defaults.ps_min_shard_bytes,

@@ -57,6 +57,7 @@ class RunConfig:
     horovod_sparse_as_dense: bool = False  # Horovod: all-reduce sparse gradients dense instead of all-gathering rows
     horovod_elastic: bool = False  # horovodrun's elastic driver: ranks may leave and rejoin (strategies.horovod_elastic)
     horovod_min_workers: int = 0  # elastic: fewest ranks the run goes on with; 0: 1
+    hybrid_shard_rule: str = "rotated"  # hybrid: rotated or aligned placement of table shards on the ps
     # Placement.
     placement: str = "soft"
     device: str = "cpu"

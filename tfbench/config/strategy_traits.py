@@ -99,6 +99,12 @@ class Traits:
         return self.variables in (REPLICATED, SPLIT_BY_KIND)
 
     @property
+    def tables_apart(self) -> bool:
+        """Its embedding tables live apart from its other variables (on ps tasks), and each worker
+        updates their rows there itself: plain SGD on fp32 rows, no optimizer slots on the ps."""
+        return self.variables == SPLIT_BY_KIND
+
+    @property
     def coordinated(self) -> bool:
         """A coordinator task schedules the steps; the workers run servers and no loop of their own."""
         return self.driver == COORDINATOR
@@ -151,6 +157,13 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
                                              "horovod_cycle_time_ms": (-1, 5, 20, 50)}),
            not_on=types.MappingProxyType({"kubernetes": "cluster.k8s writes TensorFlow clusters; for "
                                                         "--strategy=horovod use an MPIJob"})),
+    Traits("hybrid", "strategies.hybrid.adapter:HybridAdapter", "Hybrid", variables=SPLIT_BY_KIND,
+           meet=(LAUNCHER_RANKS, TF_ROLES), serves="strategies.hybrid.server:serve", all_reduce=True,
+           knobs=(Knob("hybrid_shard_rule", "rotated: shard j of table t on ps (t + j) mod K, so that the tables' "
+                                            "first shards spread over the ps", tunable=_PS_PAIR),),
+           tune_grid=types.MappingProxyType({"hybrid_shard_rule": ("rotated", "aligned")}),
+           not_on=types.MappingProxyType({"kubernetes": "cluster.k8s writes TensorFlow clusters, and its ranks "
+                                                        "meet at Horovod's rendezvous too"})),
 )}
 STRATEGIES = tuple(TRAITS)
 

@@ -146,6 +146,11 @@ def _check_strategy(c: RunConfig, traits) -> None:
              f"{' or '.join(strategy_traits.names(lambda t: t.local_devices))} only"
              + ("" if traits.multi_task else f": --strategy={c.strategy} runs on one device"))
     need(c.all_reduce != "nccl" or c.device == "gpu", "--all_reduce=nccl needs --device=gpu")
+    if traits.tables_apart:  # each worker scatter-adds its rows' SGD step on the ps itself
+        need(c.precision == "fp32", f"--strategy={c.strategy} updates its tables' rows on the ps with plain SGD in "
+                                    f"fp32; --precision={c.precision} is not supported")
+        need(not c.xla, f"--strategy={c.strategy}'s step reads and updates rows on the ps tasks, which XLA "
+                        f"cannot compile into one cluster; leave out --xla")
 
 
 def _check_features(c: RunConfig, kind: Kind, traits) -> None:
