@@ -19,8 +19,6 @@ from __future__ import annotations
 import dataclasses
 from typing import List
 
-from tfbench.loop import steps
-
 # The parts of a train step, in order, between its marks (and the host's end of the step).
 PARTS = ("pull", "compute", "allreduce", "push", "wait", "apply")
 MARKS = 6  # t0, t_pull, t1, t2, t3, t4
@@ -59,6 +57,7 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
     """The traced step of one rank: step(batch) -> (value, marks, done), `done` the wait's output,
     which the host fetches so that nothing prunes the wait."""
     from tfbench.framework.tf_import import tf
+    from tfbench.loop import steps
 
     config, hvd, model, optimizer = adapter.config, adapter.hvd, adapter.model, adapter.optimizer
     workload, device = config.workload, adapter.device

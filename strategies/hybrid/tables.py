@@ -54,8 +54,7 @@ def connect(cluster_spec: Dict[str, list], rank: int, num_ranks: int, barrier) -
 def shared_variable(run_tag: str, name: str, shape, dtype, k: int):
     """A handle to the variable `name` on ps task k: the same resource in every rank that asks.
     It has no deleter: the variable belongs to the ps and outlives any one rank's handle."""
-    from tfbench.framework.tf_import import tf
-    from tensorflow.python.ops import resource_variable_ops
+    from tfbench.framework.tf_import import resource_variable_ops, tf
 
     with tf.device(ps_device(k)):
         handle = tf.raw_ops.VarHandleOp(dtype=dtype, shape=shape, container=CONTAINER,
@@ -77,8 +76,7 @@ class PsTables:
         self.current: Dict[int, tuple] = {}  # table -> (rows, position) of the step being traced
 
     def __call__(self, next_creator, **kwargs):
-        from tfbench.framework.tf_import import tf
-        from tensorflow.python.distribute import sharded_variable
+        from tfbench.framework.tf_import import sharded_variable, tf
 
         if kwargs.get("name") != "embeddings":
             return next_creator(**kwargs)

@@ -17,6 +17,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
+from tensorflow.python.distribute import sharded_variable  # noqa: E402 - a table of shared ranges: no public API
 from tensorflow.python.eager import context as eager_context  # noqa: E402 - run metadata: no public API
+from tensorflow.python.ops import resource_variable_ops  # noqa: E402 - a handle to a shared variable: no public API
 
-__all__ = ["tf", "keras", "eager_context"]
+__all__ = ["tf", "keras", "eager_context", "sharded_variable", "resource_variable_ops"]

@@ -78,6 +78,9 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     split_line = time_split_line([t for t in tasks if t.get("time_split")])
     if split_line:
         lines.append(split_line)
+    rows_line = rows_and_ring_line([t for t in tasks if t.get("hybrid_split_ms")])
+    if rows_line:
+        lines.append(rows_line)
     idle = [f"{t['role']}_{t['index']} {t['idleness']:.2f}" for t in sorted(tasks, key=lambda r: r["index"])
             if t.get("idleness") is not None]
     if idle:
@@ -184,6 +187,24 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
     if not parts:
         return None
     return "time per update, ms (pull measured alone; compute = the rest up to the gradients): " + "; ".join(parts)
+
+
+def rows_and_ring_line(tasks: List[Dict]) -> Optional[str]:
+    """The run table's line for ranks whose tables are on the ps: each rank's mean step split
+    (rows pulled, compute, dense all-reduce, rows pushed, the wait for every rank's push, the
+    dense update), and the all-reduce's bytes and bus bandwidth."""
+    parts = []
+    for t in sorted(tasks, key=lambda r: r["index"]):
+        split = t["hybrid_split_ms"]
+        parts.append(f"worker_{t['index']} " + " + ".join(f"{name} {ms:.1f}" for name, ms in split.items()))
+    if not parts:
+        return None
+    first = tasks[0]
+    ring = first.get("allreduce_plan") or {}
+    busbw = first.get("allreduce_busbw_gbit_s")
+    tail = (f"; dense all-reduce {ring['bytes_per_step'] / 1e6:.3f} MB per step"
+            + (f", busbw {busbw:.3f} Gbit/s" if busbw else "")) if ring else ""
+    return "step split, ms per step of each rank (tables on the ps): " + "; ".join(parts) + tail
 
 
 def recovery_line(entry: Dict) -> str:

@@ -1,0 +1,104 @@
+"""--strategy=hybrid: embedding tables' row ranges on the ps, read and updated there by Horovod ranks
+that all-reduce every other gradient. Its path is checked in the traced step (the row ops on the ps
+devices, the dense all-reduce on the rank), its records against independent counts (the rows each
+ps serves, the dense bytes), and its weights against a single device (tests/test_aggregation.py);
+bad input is one line, exit 2, before anything is written."""
+import pytest
+
+from conftest import run_cli
+from strategies.hybrid import records, tables
+from tfbench.config import RunConfig
+from tfrun import cluster_record, task_records
+
+HYBRID2 = ["--strategy=hybrid", "--num_workers=2"]
+BAD = [
+    (HYBRID2 + ["--ps_partitioner=fixed"], "--ps_partitioner applies to --strategy=parameter_server only"),
+    (HYBRID2 + ["--ps_sync"], "--ps_sync applies to --strategy=parameter_server only"),
+    (HYBRID2 + ["--ps_staleness_bound=1"], "--ps_staleness_bound applies to --strategy=parameter_server only"),
+    (HYBRID2 + ["--horovod_fusion_threshold_mb=4"], "--horovod_fusion_threshold_mb applies to --strategy=horovod"),
+    (HYBRID2 + ["--horovod_elastic"], "--horovod_elastic applies to --strategy=horovod only"),
+    (HYBRID2 + ["--checkpoint_every=2"], "--checkpoint_every applies to --strategy=multi_worker_mirrored or"),
+    (HYBRID2 + ["--precision=bf16"], "plain SGD in fp32; --precision=bf16 is not supported"),
+    (HYBRID2 + ["--xla"], "leave out --xla"),
+    (HYBRID2 + ["--num_ps=-1"], "--num_ps must be 0 or more"),
+    (HYBRID2 + ["--hybrid_shard_rule=mod"], "--hybrid_shard_rule='mod' is unknown; choose rotated, aligned"),
+    (["--strategy=horovod", "--num_workers=2", "--hybrid_shard_rule=aligned"],
+     "--hybrid_shard_rule applies to --strategy=hybrid only"),
+    (["--strategy=parameter_server", "--hybrid_shard_rule=aligned"], "--hybrid_shard_rule applies to --strategy=hybrid"),
+]
+
+
+@pytest.mark.parametrize("args,expected", BAD)
+def test_bad_input_is_one_line_before_anything_is_written(tmp_path, args, expected):
+    logdir = tmp_path / "runs"
+    result = run_cli(*args, f"--logdir={logdir}")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("tfbench: error: ") and expected in lines[0], lines[0]
+    assert not logdir.exists() or not any(logdir.iterdir())
+
+
+def test_kubernetes_refuses_the_ranks_it_cannot_start(tmp_path):
+    result = run_cli(*HYBRID2, "--model=dlrm", f"--out_dir={tmp_path / 'k8s'}", module="cluster.k8s")
+    assert result.returncode == 2 and "--strategy=hybrid does not run" in result.stderr
+    assert not (tmp_path / "k8s").exists()
+
+
+@pytest.mark.parametrize("rows,num_ps", [(2000, 2), (7, 3), (2, 4), (1, 1)])
+def test_every_row_lives_in_exactly_one_range(rows, num_ps):
+    sizes = tables.shard_sizes(rows, num_ps)
+    assert sum(sizes) == rows and all(s > 0 for s in sizes) and len(sizes) == min(rows, num_ps)
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_the_rotated_rule_spreads_the_first_ranges_and_aligned_keeps_them_on_ps_0():
+    first = {rule: {tables.shard_ps(t, 0, 4, rule) for t in range(8)} for rule in ("rotated", "aligned")}
+    assert first == {"rotated": {0, 1, 2, 3}, "aligned": {0}}
+    for rule in ("rotated", "aligned"):  # each table's ranges on distinct ps
+        assert all(len({tables.shard_ps(t, j, 4, rule) for j in range(4)}) == 4 for t in range(8))
+
+
+def test_the_skew_is_the_busiest_ps_over_the_mean():
+    rows = {"ps:0/CPU:0": {"rows_per_global_step": 30}, "ps:1/CPU:0": {"rows_per_global_step": 10}}
+    assert records.row_skew(rows) == pytest.approx(30 / 20)
+    assert records.row_skew({}) is None
+
+
+# ---- the shared run (TensorFlow) ------------------------------------------------------------------
+def workers(launched):
+    return [t for name, t in sorted(task_records(launched.run).items()) if name.startswith("worker_")]
+
+
+@pytest.mark.slow
+def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced(clusters):
+    launched = clusters["dlrm_hybrid"]
+    ranks = workers(launched)
+    assert len(ranks) == 2
+    for rank in ranks:
+        ops = rank["step_ops"]
+        own = {f"rank{rank['index']}:0/CPU:0"}
+        assert set(ops["ResourceGather"]) == set(ops["ResourceScatterAdd"]) == {"ps:0/CPU:0", "ps:1/CPU:0"}
+        # each table's two ranges, one gather and one scatter-add each
+        assert sum(ops["ResourceGather"].values()) == sum(ops["ResourceScatterAdd"].values()) == 4 * 2
+        assert set(ops["HorovodGroupedAllreduce"]) == own and set(ops["HorovodAllreduce"]) == own
+        assert rank["tables"].startswith("on the ps") and rank["num_ps"] == 2
+        assert rank["allreduce_plan"]["bytes_per_step"] == 4 * rank["workload"]["dense_params"]
+        assert set(rank["hybrid_split_ms"]) == {"pull", "compute", "allreduce", "push", "wait", "apply"}
+        assert 0 < sum(rank["hybrid_split_ms"].values()) <= 1e3 * rank["stats"]["mean_s"]
+    assert "step split, ms per step of each rank (tables on the ps)" in launched.out
+
+
+@pytest.mark.slow
+def test_each_ps_serves_the_rows_of_its_ranges(clusters):
+    launched = clusters["dlrm_hybrid"]
+    rank = workers(launched)[0]
+    rows = rank["ps_rows"]
+    config = RunConfig.from_dict(launched.config)
+    # rotated over 2 ps: table t's lower half on ps t mod 2, its upper half on the other
+    touched = config.workload.touched_rows(config)
+    on_ps0 = sum(int(((ids < 1000) if t % 2 == 0 else (ids >= 1000)).sum())
+                 for shard in touched for t, ids in enumerate(shard))
+    assert rows["ps:0/CPU:0"]["rows_per_global_step"] == on_ps0
+    served = [entry["rows_per_global_step"] for entry in rows.values()]
+    assert sum(served) == sum(cluster_record(launched.run)["sparse"]["unique_rows_per_shard"])
+    assert rank["ps_row_skew"] == pytest.approx(max(served) / (sum(served) / len(served)))
