@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+import system_packages
 
 from conftest import ROOT, TINY, processes_mentioning, run_cli
 from tfrun import cluster_record, records, task_records
@@ -21,7 +22,7 @@ HOST = socket.gethostname()
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(request):
     """A private Slurm for this module's tests; at the end its queue is empty and every daemon
     stops. munged (as the munge user) must reach its directory: not under pytest's private tmp."""
     import shutil
@@ -29,9 +30,7 @@ def slurm():
 
     from cluster.slurm import local_cluster as slurm_cluster
 
-    reason = slurm_cluster.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
+    system_packages.slurm(request)
     directory = tempfile.mkdtemp(prefix="tfbench-slurm-")
     cluster = slurm_cluster.LocalSlurm(directory)
     queued = []
