@@ -17,6 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytest_plugins = ["xdist_groups"]  # the root tests of one module on one pytest-xdist worker (tests/xdist_groups.py)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Tunings made on the spot go to a cache no test shares with the user's (tfbench.results.tuned)
+os.environ.setdefault("TFBENCH_TUNED_CACHE", os.path.join(ROOT, "sweeps", "tests-no-tuned-cache", "tuned.json"))
 
 # A tiny, fast configuration for runs that really launch TensorFlow tasks.
 TINY = ["--model=tiny", "--image_size=16", "--num_classes=10", "--batch_size=4",
