@@ -162,5 +162,7 @@ def test_a_sweep_tunes_on_the_spot_what_fits_its_budget_keeps_it_and_crowns_no_u
     assert any(n.startswith("multi_worker_mirrored tuned on the spot") for n in notes), notes
     assert any(n.startswith("horovod not tuned on the spot: its") for n in notes), notes  # not started, or cut short
     text = open(sweep / "report" / "summary.md").read()
+    points = [json.loads(line) for line in open(sweep / "points.jsonl") if line.strip()]
+    assert f"{len(points)} run(s) found" in text  # the sweep's points alone, none of the tuning's runs
     assert f"| horovod | 2 | 0 | 4 | 8 | train | soft | cpu | default ({grid_lib.NOT_TUNED_HERE}) |" in text
     assert "so no strategy is called fastest: the defaults decide this order" in text and " is fastest (" not in text

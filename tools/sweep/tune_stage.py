@@ -2,20 +2,22 @@
 and strategy a `tuning: best` point asks for and this machine has no saved tuning of is tuned, as
 `python -m tfbench --tune` tunes it, within the budget; a tuning that ran its whole grid goes to
 the user's cache of tunings (tfbench.results.tuned), for this sweep's points and every later sweep
-on this machine, so the budget is spent once per machine and setting.
+on this machine, so the budget is spent once per machine and setting. The tunings' runs are in
+<sweep_dir>/tunings/, which the sweep's report leaves out (`python -m tools.report` of that folder
+reads them).
 
 The strategies with the smallest grids go first, so that the budget completes as many tunings as
-it can. A tuning whose grid would not fit in what is left (its points at the seconds a point took
-so far in this sweep) is not started, nor is one of no knobs: the strategy is measured at its
-defaults, labelled as not tuned on this machine, a note says why, and the report's findings rank
-no strategy on defaults (tools.report.findings); the next sweep with a budget tunes it.
+it can. A tuning whose grid would not fit in what is left (its points at the seconds the slowest
+point of the tunings so far took: points of other strategies differ) is not started, nor is one
+of no knobs: the strategy is measured at its defaults, labelled as not tuned on this machine, a
+note says why, and the report's findings rank no strategy on defaults (tools.report.findings);
+the next sweep with a budget tunes it.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import statistics
 import sys
 import time
 from typing import Callable, List, Tuple
@@ -49,7 +51,7 @@ def run(grid: grid_lib.Grid, sweep_dir: str, log: Callable[[str], None] = print)
     for point in needed(grid, os.path.join(sweep_dir, "runs")):
         config = config_lib.RunConfig(**{**point.values, **grid.fixed})
         size = len(knobs.tune_points(config))
-        estimate = size * statistics.fmean(took) if took else 0.0
+        estimate = size * max(took) if took else 0.0
         if left <= 0 or estimate > left:
             notes.append(f"{config.strategy} not tuned on the spot: its {size}-point grid needs about {estimate:.0f} s "
                          f"and {max(0.0, left):.0f} s of tune_budget_s ({grid.tune_budget_s:g} s) were left; the next "
@@ -58,7 +60,7 @@ def run(grid: grid_lib.Grid, sweep_dir: str, log: Callable[[str], None] = print)
         log(f"tuning {config.strategy} here ({size} points, {left:.0f} s of the budget left): {tunings_dir}/{point.id}")
         seconds, saved, reason = _tune(point, grid, tunings_dir, left)
         left -= seconds
-        took += _point_seconds(os.path.join(tunings_dir, point.id))
+        took += _run_seconds(os.path.join(tunings_dir, point.id))
         notes.append(f"{config.strategy} tuned on the spot in {seconds:.0f} s, kept in {tuned.cache_path()}"
                      if saved else f"{config.strategy} not tuned on the spot: {reason}")
     return notes
@@ -90,7 +92,7 @@ def _document(run_dir: str):
         return None
 
 
-def _point_seconds(run_dir: str) -> List[float]:
-    """The seconds each run of a tuning took (its points' wall times)."""
+def _run_seconds(run_dir: str) -> List[float]:
+    """The wall seconds of each run a tuning made (its points and their repeats)."""
     document = _document(run_dir) or {}
     return [r["elapsed_s"] for p in document.get("points", []) for r in p.get("runs", []) if "elapsed_s" in r]
