@@ -91,8 +91,9 @@ def test_runs_that_read_files_split_out_the_wait_for_input(clusters, scenario):
                                                  "corrupted record at 0"),
     (["--garbage_after=3"], ["--num_classes=1001"], "{set}/train-00000-of-00002 is not a TFRecord shard"),
     ([], ["--num_classes=1000"], "--data_dir's labels run 1..1000 in the first records of its shards (ImageNet's "
-                                 "numbering"),
-    ([], ["--num_classes=1000"], "--num_classes=1000 holds 0..999: set --num_classes=1001"),
+                                 "numbering: classes from 1, 0 left for the background; tf_cnn_benchmarks trained "
+                                 "ImageNet's 1..1000 with 1001 classes); --num_classes=1000 holds 0..999: set "
+                                 "--num_classes=1001"),
     (["--labels=0:9", "--bad_labels=5:-3"], ["--num_classes=10"], "hold label -3; labels must be 0 or more"),
 ])
 def test_shards_others_wrote_are_checked_before_anything_starts(tmp_path, written, flags, says):
