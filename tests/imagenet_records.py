@@ -6,10 +6,10 @@ image/class/label (1..1000: 0 is the background), image/class/synset, image/clas
 bounding boxes image/object/bbox/xmin, ymin, xmax, ymax and label.
 
 `python tests/imagenet_records.py DIR --shards=N --examples=N --labels=FIRST:LAST` (written(DIR,
-flags...) from a test) writes one such set (in a child process of the tests: it imports TensorFlow), its labels spread over FIRST..LAST with
-both ends included; --bad_labels=K:LABEL labels every
-example from the K-th on LABEL, --garbage_after=K writes random bytes after the K-th record of
-each shard, --random_shard adds one file named like a shard that holds random bytes only.
+flags...) from a test) writes one such set, in a child process of the tests (it imports
+TensorFlow), its labels spread over FIRST..LAST with both ends included; --bad_labels=K:LABEL
+labels every example from the K-th on LABEL, --garbage_after=K writes random bytes after the K-th
+record of each shard, --random_shard adds one file named like a shard that holds random bytes only.
 """
 import argparse
 import os
@@ -72,7 +72,8 @@ def main():
             for k, index in enumerate(range(shard, a.examples, a.shards)):
                 pixels = rng.integers(0, 256, (a.size, a.size, 3), dtype=np.uint8)
                 encoded = tf.io.encode_jpeg(pixels, quality=90).numpy()
-                label = bad_label if index >= bad_from else first + round(index * (last - first) / max(1, a.examples - 1))
+                spread = first + round(index * (last - first) / max(1, a.examples - 1))
+                label = bad_label if index >= bad_from else spread
                 writer.write(example(tf, encoded, label, a.size, f"img_{index}.JPEG").SerializeToString())
                 if a.garbage_after and k + 1 == a.garbage_after:
                     break

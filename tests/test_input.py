@@ -15,8 +15,9 @@ from tfbench.data import records
 from tfrun import cluster_record, task_records
 
 # scenario -> (files of its set, readers, how they share them)
-FILE_RUNS = {"hard_default": (1, 1, "file"), "mwms_ring_forward": (4, 2, "file"), "ps_two_ps_forward": (1, 2, "example"),
-             "horovod_fp16_hard": (4, 2, "file"), "horovod_one_shard": (1, 2, "example")}
+FILE_RUNS = {"hard_default": (1, 1, "file"), "mwms_ring_forward": (4, 2, "file"),
+             "ps_two_ps_forward": (1, 2, "example"), "horovod_fp16_hard": (4, 2, "file"),
+             "horovod_one_shard": (1, 2, "example")}
 
 
 def test_readers_get_their_own_files_or_every_nth_example():
@@ -81,7 +82,8 @@ def test_runs_that_read_files_split_out_the_wait_for_input(clusters, scenario):
     split = cluster["step_breakdown"]
     assert "input" in split["methods"] and split["mean_s"]["input"] > 0
     assert split["sum_check"]["within"], split["sum_check"]
-    assert "+ input " in launched.out and f"input: {files} TFRecord file(s) of {launched.config['data_dir']}" in launched.out
+    assert "+ input " in launched.out
+    assert f"input: {files} TFRecord file(s) of {launched.config['data_dir']}" in launched.out
 
 
 @pytest.mark.slow

@@ -159,7 +159,8 @@ def test_failed_task_ends_the_job_and_names_the_task(slurm, logdir):
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     (cluster,) = [r for r in records(run) if r["kind"] == "cluster"]
     assert cluster["status"] == "failed" and cluster["failed_task"] == "worker_0"
-    assert cluster["reason"] == "worker_0: FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/dir/w.npz'"
+    assert cluster["reason"] == ("worker_0: FileNotFoundError: [Errno 2] No such file or directory: "
+                                 "'/nonexistent/dir/w.npz'")
     assert cluster["slurm_job_state"] == "FAILED"
     assert "worker_0 failed: FileNotFoundError" in open(os.path.join(run, "tasks", "worker_0.log")).read()
     assert f"tfbench: run failed: {cluster['reason']}" in proc.stderr and slurm.jobs() == []

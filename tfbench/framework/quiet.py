@@ -18,7 +18,8 @@ import tempfile
 
 STARTUP_LINE = re.compile(rb"^(?:[IW]\d{4} \d+:\d+:[\d.]+ +\d+ \S+:\d+\] .*"
                           rb"|E\d{4} \d+:\d+:[\d.]+ +\d+ \S+:\d+\] failed call to cuInit: .*"
-                          rb"|WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR)$")
+                          rb"|WARNING: All log messages before absl::InitializeLog\(\) is called are written to "
+                          rb"STDERR)$")
 
 
 @contextlib.contextmanager
