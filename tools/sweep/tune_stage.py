@@ -8,7 +8,8 @@ reads them).
 
 The strategies with the smallest grids go first, so that the budget completes as many tunings as
 it can. A tuning whose grid would not fit in what is left (its points at the seconds the slowest
-point of the tunings so far took: points of other strategies differ) is not started, nor is one
+point of the tunings so far took, with its share of that tuning's own start-up and the gaps between
+its runs: points of other strategies differ) is not started, nor is one
 of no knobs: the strategy is measured at its defaults, labelled as not tuned on this machine, a
 note says why, and the report's findings rank no strategy on defaults (tools.report.findings);
 the next sweep with a budget tunes it.
@@ -60,7 +61,7 @@ def run(grid: grid_lib.Grid, sweep_dir: str, log: Callable[[str], None] = print)
         log(f"tuning {config.strategy} here ({size} points, {left:.0f} s of the budget left): {tunings_dir}/{point.id}")
         seconds, saved, reason = _tune(point, grid, tunings_dir, left)
         left -= seconds
-        took += _run_seconds(os.path.join(tunings_dir, point.id))
+        took += _point_seconds(os.path.join(tunings_dir, point.id), seconds)
         notes.append(f"{config.strategy} tuned on the spot in {seconds:.0f} s, kept in {tuned.cache_path()}"
                      if saved else f"{config.strategy} not tuned on the spot: {reason}")
     return notes
@@ -92,7 +93,13 @@ def _document(run_dir: str):
         return None
 
 
-def _run_seconds(run_dir: str) -> List[float]:
-    """The wall seconds of each run a tuning made (its points and their repeats)."""
-    document = _document(run_dir) or {}
-    return [r["elapsed_s"] for p in document.get("points", []) for r in p.get("runs", []) if "elapsed_s" in r]
+def _point_seconds(run_dir: str, seconds: float) -> List[float]:
+    """Seconds of a tuning's slowest point (its repeats), with the point's share of the tuning's own
+    overhead: the `seconds` the whole tuning took that none of its runs did."""
+    points = [[r["elapsed_s"] for r in p.get("runs", []) if "elapsed_s" in r]
+              for p in (_document(run_dir) or {}).get("points", [])]
+    points = [runs for runs in points if runs]
+    if not points:
+        return []
+    overhead = max(0.0, seconds - sum(sum(runs) for runs in points)) / len(points)
+    return [max(sum(runs) for runs in points) + overhead]
