@@ -33,8 +33,9 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     workload, unit = config.workload, records.unit_of(cluster)
     lines = [
         f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
-        + (f"  ps={config.effective_num_ps} ({config.ps_placement}, {'sync' if config.ps_sync else 'async'})"
-           if config.traits.has_ps else "")
+        + (f"  ps={config.effective_num_ps} ({config.ps_placement}"
+           + (f", {'sync' if config.ps_sync else 'async'})" if config.traits.coordinated else ")")
+           if config.traits.ps_tasks else "")
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
         f"{workload.describe(config)}  warm-up={config.num_warmup_steps}  measured={config.num_steps}",

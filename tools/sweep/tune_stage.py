@@ -24,7 +24,7 @@ import time
 from typing import Callable, List, Tuple
 
 import tfbench.config as config_lib
-from cluster.child_run import last_line, run_command
+from tfbench.app.child_run import last_line, run_command
 from tfbench.config import knobs
 from tfbench.results import tuned
 from tools.sweep import grid as grid_lib
