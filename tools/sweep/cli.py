@@ -216,8 +216,8 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return [("Sweep", ["config", "sweep_dir", "tuning", "tune_budget", "repeats", "set", "timeout", "command", "dry_run",
-                       "report"]),
+    return [("Sweep", ["config", "sweep_dir", "tuning", "tune_budget", "repeats", "set", "timeout", "command",
+                       "dry_run", "report"]),
             ("Axes (comma-separated values; each replaces that axis of --config)", list(grid_lib.AXES))]
 
 
