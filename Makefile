@@ -15,7 +15,7 @@ HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale horovod slurm image clean
+.PHONY: setup run test test-packages test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale horovod slurm image clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -40,21 +40,26 @@ image:
 	bash tools/scripts/build_image.sh
 
 # The default job: a few-minute comparison of strategies on ResNet50 at their tuned and default knobs
-# (3-5 points: a strategy whose saved tuning kept its defaults, or that this machine never tuned,
-# runs once at its defaults; 2-5 min on 2 cores),
-# table and plots.
+# (3-5 points: a strategy whose saved tuning kept its defaults runs once at its defaults; 2-3 min on
+# 2 cores), table and plots. A strategy this machine never tuned is tuned first within 4 min, smallest
+# grid first, and the tuning kept in ~/.cache/tfbench/tuned.json for the next make run (on a new
+# machine: MWMS in the first make run, Horovod in the second; tools/sweeps/quick.yaml).
 # Every `make run` measures afresh, into sweeps/quick-<time>.
 run: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/quick.yaml --sweep_dir=sweeps/quick-$$(date +%Y%m%d-%H%M%S)
 
-# First the tests that start no TensorFlow and time nothing, three at a time (pytest-xdist): the
-# root tests of one module (Slurm daemons, namespaces: mostly waiting) on one worker, the rest on
-# the others; then the slow and serial tests one at a time, as they pin tasks to cores and time
-# what they start.
-test: setup
+# First the Debian packages of the root tests (Slurm, podman; root only), installed once so that
+# no two tests install at once. Then the tests that start no TensorFlow and time nothing, three at
+# a time (pytest-xdist): the root tests of one module (Slurm daemons, namespaces: mostly waiting)
+# on one worker, the rest on the others; then the slow and serial tests one at a time, as they pin
+# tasks to cores and time what they start.
+test: setup test-packages
 	$(PY) -m pytest -n 3 --dist loadgroup -m "not slow and not serial" tests; first=$$?; \
 	$(PY) -m pytest -m "slow or serial" tests; rest=$$?; \
 	test $$first -eq 0 && test $$rest -eq 0
+
+test-packages:
+	@bash tools/scripts/install_test_packages.sh
 
 test-fast: setup
 	$(PY) -m pytest -n 2 -m "not slow and not root" tests

@@ -13,6 +13,7 @@ import json
 import os
 from typing import Dict, Optional, Tuple
 
+import imagenet_records
 import pytest
 
 from conftest import TINY, processes_mentioning, run_cli
@@ -31,8 +32,12 @@ EVERY_WORKLOAD = tuple(f for f in TINY if not f.startswith(("--model=", "--image
 # the transformer preset, made small (its classification head: 10 classes)
 BERT_SMALL = EVERY_WORKLOAD + ("--model=bert_tiny", "--seq_length=16", "--vocab_size=256", "--num_classes=10")
 CUSTOM = EVERY_WORKLOAD + ("--model=examples.custom_model:build",)  # the user's own model of the README
-# The image set the runs with files read (python -m tools.data, made once per session)
-RECORDS = ("--num_examples=48", "--image_size=40", "--num_shards=4", "--num_classes=10")
+# The image sets the runs with files read, each made once per session: "tools.data" (python -m
+# tools.data: 4 shards), "imagenet" (one shard as ImageNet's conversion script writes it, labels
+# 1..1000, by tests/imagenet_records.py, read with --num_classes=1001 as ImageNet's are)
+RECORDS = {"tools.data": ("--num_examples=48", "--image_size=40", "--num_shards=4", "--num_classes=10"),
+           "imagenet": ("--shards=1", "--examples=64", "--size=40", "--labels=1:1000")}
+IMAGENET = ("--num_classes=1001",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +45,7 @@ class Scenario:
     flags: Tuple[str, ...]
     dump_weights: bool = False  # TFBENCH_DUMP_WEIGHTS: initial and final weights, for test_aggregation
     base: Tuple[str, ...] = tuple(TINY)  # the workload's flags before the scenario's own
-    data_dir: bool = False  # --data_dir: the session's image set (RECORDS)
+    data_dir: str = ""  # --data_dir: the session's image set of this name (RECORDS)
 
 
 # name -> the run (after TINY); the comment names the tests that read it.
@@ -51,7 +56,8 @@ SCENARIOS: Dict[str, Scenario] = {
     "forward_soft_gpu": Scenario(("--mode=forward", "--device=gpu", "--placement=soft")),
     # test_step_definitions: hard placement of a one-task run; test_profile (a one-task profile, its
     # input pipeline read from files); test_input (the step split's input part)
-    "hard_default": Scenario(("--placement=hard", "--profile"), data_dir=True),
+    # (test_input: one shard read by one reader, with two threads)
+    "hard_default": Scenario(("--placement=hard", "--profile") + IMAGENET, data_dir="imagenet"),
     # test_strategies, test_aggregation
     "mirrored": Scenario(("--strategy=mirrored", "--num_local_devices=2"), dump_weights=True),
     # test_strategies, test_step_definitions (collective ops of a train step), test_aggregation
@@ -59,7 +65,7 @@ SCENARIOS: Dict[str, Scenario] = {
     "mwms": Scenario(MWMS2 + ("--mwms_bytes_per_pack=1048576", "--mwms_timeout=300"), dump_weights=True),
     # test_strategies, test_step_definitions (a forward step never communicates), test_profile;
     # test_input (each worker reads its own files)
-    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward", "--profile"), data_dir=True),
+    "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward", "--profile"), data_dir="tools.data"),
     # test_strategies (async case; updates with two ps), test_step_definitions (where a ps worker's
     # ops ran), test_staleness (async updates are stale), test_knobs (whole variables placed by
     # the greedy placer, as the performance model places them)
@@ -72,15 +78,17 @@ SCENARIOS: Dict[str, Scenario] = {
                                "--num_steps=30", "--monitor_interval=0.2"), dump_weights=True),
     # test_strategies: a forward-only parameter-server run, two ps collocated with the workers;
     # test_knobs (the fixed partitioner splits every variable over both), test_profile (the coordinator's);
-    # test_input (the workers' closures wait for their files' batches)
-    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward", "--ps_partitioner=fixed", "--profile"),
-                                  data_dir=True),
+    # test_input (the workers' closures wait for their batches of one shard, read by two threads each)
+    "ps_two_ps_forward": Scenario(PS2 + ("--num_ps=2", "--mode=forward", "--ps_partitioner=fixed", "--profile",
+                                         "--input_threads=2") + IMAGENET, data_dir="imagenet"),
     # test_strategies (fp16 all-reduce), test_step_definitions (hard placement of a Horovod rank),
     # test_knobs (fusion threshold, cycle time and compression reach Horovod's environment);
     # test_workloads (the user's own model, reading images from files, reaches every rank)
     "horovod_fp16_hard": Scenario(HOROVOD2 + ("--horovod_compression=fp16", "--placement=hard",
                                               "--horovod_fusion_threshold_mb=4", "--horovod_cycle_time_ms=2.5"),
-                                  data_dir=True, base=CUSTOM),
+                                  data_dir="tools.data", base=CUSTOM),
+    # test_input: one shard read by two Horovod ranks of two threads each
+    "horovod_one_shard": Scenario(HOROVOD2 + ("--input_threads=2",) + IMAGENET, data_dir="imagenet"),
     # test_aggregation (an fp16 all-reduce would not equal the single-device step) of the transformer's
     # masked-LM steps; test_workloads (tokens/sec, FLOPs per token)
     "horovod": Scenario(HOROVOD2, dump_weights=True, base=BERT_SMALL),
@@ -142,7 +150,7 @@ class Clusters:
         logdir = os.path.join(self.root, name)
         weights = os.path.join(self.root, f"{name}.weights.npz") if scenario.dump_weights else None
         env = {"TFBENCH_DUMP_WEIGHTS": weights} if weights else None
-        files = (f"--data_dir={self.records()}",) if scenario.data_dir else ()
+        files = (f"--data_dir={self.records(scenario.data_dir)}",) if scenario.data_dir else ()
         proc = run_cli(*scenario.base, f"--logdir={logdir}", f"--run_id={name}", "--stall_timeout=120", *scenario.flags,
                        *files, env=env, timeout=300)
         run = os.path.join(logdir, name)
@@ -153,13 +161,16 @@ class Clusters:
             return f"scenario {name} left processes behind: {left}"
         return Launched(name, proc.stdout, run, weights)
 
-    def records(self) -> str:
-        """The session's image set (RECORDS), written by python -m tools.data the first time a run reads it."""
-        path = os.path.join(self.root, "records")
+    def records(self, name: str = "tools.data") -> str:
+        """The session's image set `name` (RECORDS), written the first time a run reads it."""
+        path = os.path.join(self.root, f"records-{name}")
         if not os.path.isdir(path):
-            proc = run_cli(f"--data_dir={path}", *RECORDS, module="tools.data", timeout=300)
-            if proc.returncode != 0:
-                pytest.fail(f"python -m tools.data exited {proc.returncode}: {proc.stderr[-2000:]}", pytrace=False)
+            if name == "tools.data":
+                proc = run_cli(f"--data_dir={path}", *RECORDS[name], module="tools.data", timeout=300)
+                if proc.returncode != 0:
+                    pytest.fail(f"python -m tools.data exited {proc.returncode}: {proc.stderr[-2000:]}", pytrace=False)
+            else:
+                imagenet_records.written(path, *RECORDS[name])
         return path
 
     def kill_leftovers(self, path: Optional[str] = None):

@@ -14,8 +14,11 @@ import psutil
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytest_plugins = ["xdist_groups"]  # the root tests of one module on one pytest-xdist worker (tests/xdist_groups.py)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Tunings made on the spot go to a cache no test shares with the user's (tfbench.results.tuned)
+os.environ.setdefault("TFBENCH_TUNED_CACHE", os.path.join(ROOT, "sweeps", "tests-no-tuned-cache", "tuned.json"))
 
 # A tiny, fast configuration for runs that really launch TensorFlow tasks.
 TINY = ["--model=tiny", "--image_size=16", "--num_classes=10", "--batch_size=4",
@@ -119,14 +122,6 @@ _GUARD_DIR = pytest.StashKey[str]()
 def fast_run(config) -> bool:
     """A run that deselects the slow tests: make test-fast, and the first pass of make test."""
     return "not slow" in (config.getoption("markexpr") or "")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (--dist loadgroup) the root tests of one module run on one worker, one
-    after another: a module's fixtures then start one private Slurm, not one per worker."""
-    for item in items:
-        if item.get_closest_marker("root") is not None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def xdist_worker(config) -> bool:

@@ -107,3 +107,17 @@ def test_rates_within_half_a_percent_are_level(tmp_path):
     write_grid(tmp_path, {"multi_worker_mirrored": {2: 0.8}, "parameter_server": {2: 0.801}})
     assert findings.findings(points_of(tmp_path))[0][1][0] == (
         "At 2 workers multi_worker_mirrored and parameter_server are level (40.0 images/sec and 40.0).")
+
+
+def test_no_strategy_is_called_fastest_on_defaults_this_machine_never_tuned(tmp_path):
+    """make run on a machine with no tuning of its own: a strategy measured at its defaults because
+    it was not tuned here is ranked by its defaults, and the sentence says so instead of crowning."""
+    from tfbench.results import tuned
+
+    write_grid(tmp_path, {"multi_worker_mirrored": {2: 0.8}}, extra_config={"knob_source": tuned.NOT_TUNED_HERE})
+    write_grid(tmp_path, {"parameter_server": {2: 1.0}})
+    (first, *_), = [sentences for _, sentences in findings.findings(points_of(tmp_path))]
+    assert first == ("At 2 workers multi_worker_mirrored ran at its defaults, not tuned on this machine, so no "
+                     "strategy is called fastest: the defaults decide this order, multi_worker_mirrored first "
+                     "(40.0 images/sec, 1.25× parameter_server).")
+    assert "is fastest" not in " ".join(s for _, ss in findings.findings(points_of(tmp_path)) for s in ss)

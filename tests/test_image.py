@@ -13,6 +13,7 @@ import uuid
 
 import podman_pods as pods
 import pytest
+import system_packages
 import yaml
 
 from conftest import TINY, run_cli
@@ -23,10 +24,8 @@ JOBSETS = {"mwms": ["--strategy=multi_worker_mirrored", "--num_workers=2"],
 
 
 @pytest.fixture(scope="module")
-def image():
-    reason = pods.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
+def image(request):
+    system_packages.podman(request)
     seconds = pods.build_image()
     print(f"make image: {seconds:.0f} s")
     yield pods.IMAGE

@@ -1,18 +1,23 @@
 """Input from files (--data_dir, tfbench.data.records; python -m tools.data) and the wait for it in
-the step split: what is refused before anything starts, how readers share files, and the shared
-runs that read the session's image set (tests/clusters.py: hard_default, mwms_ring_forward,
-ps_two_ps_forward, horovod_fp16_hard)."""
+the step split: what is refused before anything starts (tfbench.data.shards: files that are not
+shards, labels --num_classes cannot hold), how readers share files, and the shared runs that read
+an image set (tests/clusters.py: python -m tools.data's four shards, and one shard written as
+ImageNet's conversion script writes it, labelled 1..1000, by tests/imagenet_records.py)."""
 import glob
 import os
 
+import imagenet_records
 import pytest
 
-from conftest import run_cli
+from conftest import TINY, run_cli
 from tfbench.config import RunConfig
 from tfbench.data import records
 from tfrun import cluster_record, task_records
 
-FILE_RUNS = ("hard_default", "mwms_ring_forward", "ps_two_ps_forward", "horovod_fp16_hard")
+# scenario -> (files of its set, readers, how they share them)
+FILE_RUNS = {"hard_default": (1, 1, "file"), "mwms_ring_forward": (4, 2, "file"),
+             "ps_two_ps_forward": (1, 2, "example"), "horovod_fp16_hard": (4, 2, "file"),
+             "horovod_one_shard": (1, 2, "example")}
 
 
 def test_readers_get_their_own_files_or_every_nth_example():
@@ -58,22 +63,52 @@ def test_the_generator_refuses_bad_input_before_writing(tmp_path, flags, says):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", FILE_RUNS)
+@pytest.mark.parametrize("scenario", sorted(FILE_RUNS))
 def test_runs_that_read_files_split_out_the_wait_for_input(clusters, scenario):
-    """Each worker read its own files through the stated pipeline; the cluster's step split has an
-    input part, measured, and the parts still add up to the step."""
+    """Each worker read its files through the stated pipeline (its own files, or every N-th example
+    of a set of fewer files than readers, one shard included, under every strategy); the cluster's
+    step split has an input part, measured, and the parts still add up to the step."""
     launched = clusters[scenario]
+    files, readers, policy = FILE_RUNS[scenario]
     cluster = cluster_record(launched.run)
     workers = {n: r for n, r in task_records(launched.run).items() if n.startswith("worker")}
+    assert len(workers) == readers
     for record in workers.values():
         pipeline = record["input_pipeline"]
-        assert pipeline["policy"] == "file" and pipeline["files"] == 4
-        assert pipeline["readers"] == launched.config["num_workers"] and sum(pipeline["files_per_reader"]) == 4
-        assert pipeline["threads"] == len(record["cores"]) or os.cpu_count()
+        assert (pipeline["files"], pipeline["readers"], pipeline["policy"]) == (files, readers, policy)
+        assert policy == "example" or sum(pipeline["files_per_reader"]) == files
+        assert pipeline["threads"] == (launched.config["input_threads"] or len(record["cores"]))
+        assert 1 <= pipeline["files_read_at_once"] <= files
     split = cluster["step_breakdown"]
     assert "input" in split["methods"] and split["mean_s"]["input"] > 0
     assert split["sum_check"]["within"], split["sum_check"]
-    assert "+ input " in launched.out and f"input: 4 TFRecord file(s) of {launched.config['data_dir']}" in launched.out
+    assert "+ input " in launched.out
+    assert f"input: {files} TFRecord file(s) of {launched.config['data_dir']}" in launched.out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("written,flags,says", [
+    (["--random_shard"], ["--num_classes=1001"], "{set}/train-random is not a TFRecord shard of tf.Example images "
+                                                 "(image/encoded, image/class/label): record 0: DataLossError: "
+                                                 "corrupted record at 0"),
+    (["--garbage_after=3"], ["--num_classes=1001"], "{set}/train-00000-of-00002 is not a TFRecord shard"),
+    ([], ["--num_classes=1000"], "--data_dir's labels run 1..1000 in the first records of its shards (ImageNet's "
+                                 "numbering: classes from 1, 0 left for the background; tf_cnn_benchmarks trained "
+                                 "ImageNet's 1..1000 with 1001 classes); --num_classes=1000 holds 0..999: set "
+                                 "--num_classes=1001"),
+    (["--labels=0:9", "--bad_labels=5:-3"], ["--num_classes=10"], "hold label -3; labels must be 0 or more"),
+])
+def test_shards_others_wrote_are_checked_before_anything_starts(tmp_path, written, flags, says):
+    """Sets in ImageNet's layout, not written by tools.data: a file that is no shard is named, and
+    labels 1..1000 are refused at --num_classes=1000 with the --num_classes that holds them; nothing
+    is started or written (no run directory)."""
+    data = imagenet_records.written(tmp_path / "set", "--shards=2", "--examples=16", "--size=16", *written)
+    logdir = tmp_path / "runs"
+    proc = run_cli(*TINY, f"--data_dir={data}", *flags, f"--logdir={logdir}", "--run_id=refused",
+                   env={"TFBENCH_SHARDS_CACHE": str(tmp_path / "shards.json")})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("tfbench: error: --data_dir") and says.format(set=data) in proc.stderr, proc.stderr
+    assert not logdir.exists()
 
 
 @pytest.mark.slow

@@ -108,6 +108,7 @@ def test_tune_repeats_the_two_best_while_they_overlap_and_keeps_the_default_unle
     assert ran == ran_order
     document = json.load(open(tmp_path / "t" / "tune.json"))
     assert document["best"]["knobs"] == document["points"][best]["knobs"]
+    assert document["whole_grid"] and json.load(open(tmp_path / "tuned.json"))  # the whole grid ran: saved
 
 
 def test_tune_stops_at_its_budget(tmp_path, monkeypatch):
@@ -118,6 +119,8 @@ def test_tune_stops_at_its_budget(tmp_path, monkeypatch):
     config = RunConfig(strategy="multi_worker_mirrored", num_workers=2, logdir=str(tmp_path), run_id="t")
     assert tune.tune(config, budget_s=0.02, store=str(tmp_path / "tuned.json")) == 0
     assert ran == [0]  # the budget was spent by the first point: no other point, no repeat
+    assert not json.load(open(tmp_path / "t" / "tune.json"))["whole_grid"]
+    assert not (tmp_path / "tuned.json").exists()  # a best of part of the grid is no tuning: nothing saved
 
 
 def test_saved_tunings_feed_sweep_points_tuned_only_where_they_differ(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ import time
 
 import psutil
 import pytest
+import system_packages
 
 from conftest import ROOT
 
@@ -63,18 +64,15 @@ pytestmark = [pytest.mark.root, pytest.mark.timeout(90),
               pytest.mark.skipif(os.geteuid() != 0, reason="Slurm's daemons and network namespaces need root")]
 
 
-def _install():
-    """Installs Slurm and munge when missing (tools/scripts/install_slurm.sh); as root a failure fails the test."""
-    from cluster.slurm import local_cluster
-
-    reason = local_cluster.unavailable_reason()
-    assert not reason, reason
+@pytest.fixture(autouse=True)
+def _slurm_installed(request):
+    """Slurm and munge, installed when missing; as root a failure fails the first test and skips the others."""
+    system_packages.slurm(request, fail=True)
 
 
 def _start(num_nodes, cpus_per_node, link_rate_bps=0, **timeouts):
     from cluster.slurm.node_cluster import NodeSlurm
 
-    _install()
     directory = tempfile.mkdtemp(prefix="tfbench-slurm-nodes-")  # munged must reach it: not pytest's tmp
     cluster = NodeSlurm(directory, **timeouts)
     cluster.start(num_nodes, cpus_per_node, link_rate_bps)
@@ -107,6 +105,11 @@ def _finish(cluster):
 
 @pytest.fixture(scope="module")
 def cluster():
+    from cluster.slurm import local_cluster
+
+    if system_packages.missing("Slurm", local_cluster.unavailable_reason):
+        yield None  # each test's _slurm_installed says why, once
+        return
     cluster = _start(2, cpus_per_node=2, link_rate_bps=RATE)
     try:
         yield cluster
@@ -251,7 +254,6 @@ def test_owner_killed_outright_leaves_nothing_after_netns_cleanup():
 
     from cluster.net import netns
 
-    _install()
     directory = tempfile.mkdtemp(prefix="tfbench-slurm-nodes-")
     owner = subprocess.Popen([sys.executable, "-c", OWNER, directory], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     facts = {}

@@ -12,6 +12,7 @@ import time
 
 import psutil
 import pytest
+import system_packages
 
 from conftest import ROOT, TINY, run_cli
 
@@ -19,6 +20,13 @@ RATE = 100_000_000  # the links of the emulated nodes, bits/s
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(240),
               pytest.mark.skipif(os.geteuid() != 0, reason="Slurm's daemons and network namespaces need root")]
+
+
+@pytest.fixture(autouse=True)
+def _slurm_installed(request):
+    """Slurm and munge, installed when missing; as root a failure fails the first test and skips the others."""
+    system_packages.slurm(request, fail=True)
+
 
 EMULATED = ["--launcher=slurm", "--network=emulated", "--link_bandwidth=100mbit", "--stall_timeout=120"]
 

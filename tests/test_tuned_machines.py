@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
 from tfbench.measure import machine
@@ -93,3 +93,76 @@ def test_the_shipped_store_names_its_machines_and_no_path():
 
     paths = [s for s in strings(store) if "/" in s or s.startswith("~")]
     assert not paths, paths
+
+
+def test_a_sweep_that_tunes_on_the_spot_runs_what_it_could_not_tune_at_its_defaults(tmp_path, monkeypatch):
+    """tune_budget_s: a setting tuned on no machine is no error; it runs at its defaults, labelled."""
+    monkeypatch.setenv(tuned.STORE_ENV, str(tmp_path / "tuned.json"))
+    monkeypatch.setenv(tuned.CACHE_ENV, str(tmp_path / "cache.json"))
+    with pytest.raises(ConfigError, match="no saved tuning of multi_worker_mirrored"):
+        grid_lib.expand(grid_lib.Grid.from_dict({**AXES, "tuning": ["default", "best"]}), str(tmp_path / "runs"))
+    grid = grid_lib.Grid.from_dict({**AXES, "tuning": ["default", "best"], "tune_budget_s": 60})
+    (point,), notes = grid_lib.expand(grid, str(tmp_path / "runs"))
+    assert not point.knobs and point.knob_source == grid_lib.NOT_TUNED_HERE
+    assert [n for n in notes if grid_lib.NOT_TUNED_HERE in n and "--tune" in n]
+
+
+def test_the_cache_of_tunings_made_on_the_spot_is_read_after_the_committed_store(tmp_path, monkeypatch):
+    store, cache = tmp_path / "tuned.json", tmp_path / "cache" / "tuned.json"
+    monkeypatch.setenv(tuned.STORE_ENV, str(store))
+    monkeypatch.setenv(tuned.CACHE_ENV, str(cache))
+    config = RunConfig(**SETTING)
+    entry = {"measured": "2026-11-27", "tfbench_commit": "abc1234"}
+    tuned.save(config.to_dict(), config.strategy, {**entry, "knobs": {"mwms_bytes_per_pack": 32 * MIB}}, str(cache))
+    assert tuned.best_knobs(config) == {"mwms_bytes_per_pack": 32 * MIB}  # the cache's, where the store has none
+    tuned.save(config.to_dict(), config.strategy, {**entry, "knobs": {"mwms_bytes_per_pack": 4 * MIB}})
+    assert tuned.best_knobs(config) == {"mwms_bytes_per_pack": 4 * MIB}  # the committed store's first
+
+
+def test_the_tuning_stage_tunes_what_this_machine_lacks_smallest_grid_first(tmp_path, monkeypatch):
+    from tools.sweep import tune_stage
+
+    monkeypatch.setenv(tuned.STORE_ENV, str(tmp_path / "tuned.json"))
+    monkeypatch.setenv(tuned.CACHE_ENV, str(tmp_path / "cache.json"))
+    axes = {**AXES, "strategy": ["horovod", "parameter_server", "multi_worker_mirrored"], "num_ps": [2],
+            "tuning": ["default", "best"], "tune_budget_s": 60}
+    grid = grid_lib.Grid.from_dict(axes)
+    order = [p.values["strategy"] for p in tune_stage.needed(grid, str(tmp_path / "runs"))]
+    assert order == ["multi_worker_mirrored", "parameter_server", "horovod"]  # grids of 3, 4 and 6 points
+    config = RunConfig(**SETTING)
+    write_store(tmp_path / "tuned.json", machine.key(), {"mwms_bytes_per_pack": 0})
+    assert tuned.best(config.to_dict(), config.strategy)
+    order = [p.values["strategy"] for p in tune_stage.needed(grid, str(tmp_path / "runs"))]
+    assert order == ["parameter_server", "horovod"]
+    one_ps = grid_lib.Grid.from_dict({**axes, "num_ps": [1]})  # a partitioner needs two ps: nothing to tune
+    assert [p.values["strategy"] for p in tune_stage.needed(one_ps, str(tmp_path / "runs"))] == ["horovod"]
+
+
+@pytest.mark.slow
+def test_a_sweep_tunes_on_the_spot_what_fits_its_budget_keeps_it_and_crowns_no_untuned_default(tmp_path):
+    """make run's path on a machine with no tuning of its own, on tiny runs: MWMS's 3-point grid is
+    tuned first and kept in the user's cache; Horovod's 6-point grid does not fit in what is left (it
+    is not started, or its grid is cut short and nothing saved), so it runs at its defaults, a note
+    says why, and the findings call no strategy fastest."""
+    cache = tmp_path / "cache" / "tuned.json"
+    env = {tuned.STORE_ENV: str(tmp_path / "tuned.json"), tuned.CACHE_ENV: str(cache)}
+    sweep = tmp_path / "sweep"
+    proc = run_cli("--strategy=multi_worker_mirrored,horovod", "--num_workers=2", "--model=tiny", "--image_size=16",
+                   "--batch_size=4", "--tuning=default,best", "--tune_budget=60", "--set=cores_per_worker=1",
+                   "--set=num_warmup_steps=2", "--set=num_steps=3", "--set=num_classes=10", f"--sweep_dir={sweep}",
+                   module="tools.sweep", env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    config = RunConfig(strategy="multi_worker_mirrored", num_workers=2, model="tiny", image_size=16, batch_size=4,
+                       cores_per_worker=1, num_classes=10)
+    saved = json.load(open(cache))[machine.key()][tuned.setting_key(config.to_dict())]
+    assert set(saved) == {"multi_worker_mirrored"} and saved["multi_worker_mirrored"]["tune_run"]
+    mwms = [d for d in os.listdir(sweep / "tunings") if d.startswith("multi_worker_mirrored-") and "." not in d]
+    assert json.load(open(sweep / "tunings" / mwms[0] / "tune.json"))["whole_grid"]
+    notes = json.load(open(sweep / "sweep.json"))["notes"]
+    assert any(n.startswith("multi_worker_mirrored tuned on the spot") for n in notes), notes
+    assert any(n.startswith("horovod not tuned on the spot: its") for n in notes), notes  # not started, or cut short
+    text = open(sweep / "report" / "summary.md").read()
+    points = [json.loads(line) for line in open(sweep / "points.jsonl") if line.strip()]
+    assert f"{len(points)} run(s) found" in text  # the sweep's points alone, none of the tuning's runs
+    assert f"| horovod | 2 | 0 | 4 | 8 | train | soft | cpu | default ({grid_lib.NOT_TUNED_HERE}) |" in text
+    assert "so no strategy is called fastest: the defaults decide this order" in text and " is fastest (" not in text

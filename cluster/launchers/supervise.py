@@ -21,10 +21,9 @@ import psutil
 from cluster.faults.injector import FaultInjector
 from cluster.faults.straggler import OnceReady
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
-from cluster.plan.spec import ClusterPlan
-from cluster.plan.spec import write_plan
+from cluster.plan.spec import ClusterPlan, write_plan
 from cluster.supervision import teardown
-from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
+from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor, told
 from cluster.supervision.signals import CaughtSignals, signal_name
 from cluster.supervision.status import StatusLine, all_ready, describe, phase_text
 from tfbench.config import RunConfig, faults as faults_lib  # noqa: I001
@@ -47,9 +46,7 @@ class Monitor(Protocol):
     with a new pid: after a restart, or when a task reports a pid of its own (Horovod ranks)."""
 
     def add(self, task_name: str, pid: int) -> None: ...
-
     def start(self) -> None: ...
-
     def stop(self) -> dict: ...
 
 
@@ -286,13 +283,13 @@ class _Attempt:
             if code != 0 and p.unit.tasks:  # a group: name the task killed by --fault, else the one not done
                 name = killed or self._laggard(p.unit.tasks)
                 cause = self.faults.explain(name) if killed else ""
-                return Ending("failed", name, f"{p.unit.name} exited with code {code}{signal_name(code)} before "
-                              f"{name} was done{cause}{self.launcher.explain()}", self.run_dir.task_log(name))
+                why = f"{p.unit.name} exited with code {code}{signal_name(code)} before {name} was done{cause}"
+                return told(Ending("failed", name, why + self.launcher.explain(), self.run_dir.task_log(name)), killed)
             if code != 0:
                 kind = "retry" if self._bind_failure(p) else "failed"
                 cause = self.faults.explain(p.unit.name) if self.faults is not None else ""
-                return Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{signal_name(code)}{cause}",
-                               p.unit.log, p.log_offset)
+                return told(Ending(kind, p.unit.name, f"{p.unit.name} exited with code {code}{signal_name(code)}"
+                                   f"{cause}", p.unit.log, p.log_offset), kind == "retry" or cause)
             if p.unit.service:
                 return Ending("failed", p.unit.name, f"{p.unit.name} exited before the run finished; it should "
                                f"serve until stopped", p.unit.log, p.log_offset)

@@ -13,6 +13,7 @@ from typing import Callable, List, Optional
 from cluster.faults import recovery, straggler
 from cluster.supervision.status import StatusLine
 from tfbench.config import RunConfig
+from tfbench.framework import error_line
 from tfbench.results import records
 from tfbench.results.rundir import RunDir
 
@@ -40,6 +41,26 @@ class Ending:
     reason: str = ""
     log: Optional[str] = None  # log to show the tail of
     log_offset: int = 0
+
+
+def told(ending: Ending, keep: object = False) -> Ending:
+    """The ending with the failed task's own word for its failure as the reason ('worker_0:
+    DataLossError: corrupted record at 0'), read from its log (tfbench.framework.error_line), where
+    the log says it and `keep` is false (a fault that killed it, a port taken: the launcher's
+    reason stands); the log itself stays in the run directory, and its tail is printed. horovodrun
+    names the first rank that failed: that rank's log (tasks/worker_<rank>.log) says why."""
+    if keep or ending.log is None:
+        return ending
+    text = read_log(ending.log, ending.log_offset)
+    rank = error_line.first_rank(text)
+    if rank is not None:
+        name = f"worker_{rank}"
+        log = os.path.join(os.path.dirname(ending.log), f"{name}.log")
+        said = error_line.told(read_log(log), name)
+        if said:
+            return dataclasses.replace(ending, failed_task=name, reason=f"{name}: {said}", log=log, log_offset=0)
+    said = error_line.told(text, ending.failed_task)
+    return dataclasses.replace(ending, reason=f"{ending.failed_task}: {said}") if said else ending
 
 
 def stop_monitor(monitor, status: StatusLine) -> dict:

@@ -39,7 +39,10 @@ parse_flags = helptext.parser(USAGE, helptext.tfbench_groups, "tfbench", _define
 
 
 def validated_config() -> config_lib.RunConfig:
+    from tfbench.measure import shards
+
     config = config_lib.validate(tfbench_flags.config_from_flags())
+    shards.check_config(config)  # --data_dir's files read, after every check that reads none
     paths = [p for p in config.workload.import_paths() if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     if paths:  # every task inherits them (a user's module: the directory it is imported from)
         os.environ["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])

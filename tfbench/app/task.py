@@ -17,6 +17,7 @@ from cluster.plan.spec import ClusterPlan, TaskSpec
 from strategies import devices
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
+from tfbench.framework import error_line
 from tfbench.loop import progress
 from tfbench.measure import startup
 from tfbench.results import records
@@ -80,10 +81,9 @@ def main(argv=None) -> int:
     except ConfigError as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    except Exception as e:  # noqa: BLE001 - the task's log gets the traceback, the launcher its tail
+    except Exception as e:  # noqa: BLE001 - the task's log gets the traceback, the launcher its last line
         traceback.print_exc()
-        print(f"tfbench: {task.name} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-              file=sys.stderr, flush=True)
+        print(error_line.task_line(task.name, e), file=sys.stderr, flush=True)
         return 1
     if kept is not None:
         kept.before_exit()

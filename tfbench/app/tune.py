@@ -6,9 +6,11 @@ sweep point), in <logdir>/<run_id>/points/. A point's rate is its cluster images
 interval from its own step-time 95% CI, widened to at least NOISE of the rate (run-to-run noise
 on a shared machine); repeats average. Where the best and the runner-up overlap and time is
 left, both run again, alternating. The best must beat the default beyond both intervals to
-replace it; otherwise the default stays best and the record says so. tune.json holds the grid,
-tune.md its table; the winner goes to the store sweeps read (tfbench.results.tuned), under this
-machine's key.
+replace it; otherwise the default stays best and the record says so. No point (or repeat) is
+started that the budget left would not see to its end, at the mean time of a point so far. tune.json
+holds the grid, tune.md its table; the winner of a whole grid goes to the store sweeps read
+(tfbench.results.tuned), under this machine's key; a grid the budget cut short saves nothing, as
+a best of part of it is no tuning.
 """
 from __future__ import annotations
 
@@ -104,9 +106,13 @@ def tune(config: RunConfig, budget_s: float, store: str) -> int:
     os.makedirs(points_dir)
     print(f"tfbench: tuning {config.strategy}: {len(grid)} points, budget {budget_s:g} s -> {run.path}", flush=True)
     started = time.time()
-    left = lambda: budget_s - (time.time() - started)  # noqa: E731
+
+    def time_for(points: int) -> bool:  # the budget left covers `points` more, at the mean time of one so far
+        took = [r["elapsed_s"] for p in grid for r in p.runs]
+        return budget_s - (time.time() - started) > points * (statistics.fmean(took) if took else 0.0)
+
     for point in grid:
-        if left() <= 0:
+        if not time_for(1):
             break
         _run(config, point, points_dir)
     ran = [p for p in grid if p.rate is not None]
@@ -116,7 +122,7 @@ def tune(config: RunConfig, budget_s: float, store: str) -> int:
         return 1
     for _ in range(2):  # repeats where the two best overlap
         ranked = sorted(ran, key=lambda p: -p.rate)
-        if len(ranked) < 2 or ranked[0].beats(ranked[1]) or left() <= 0:
+        if len(ranked) < 2 or ranked[0].beats(ranked[1]) or not time_for(2):
             break
         for point in ranked[:2]:
             _run(config, point, points_dir)
@@ -124,7 +130,7 @@ def tune(config: RunConfig, budget_s: float, store: str) -> int:
     default = grid[0]
     if best is not default and default.rate is not None and not best.beats(default):
         best = default  # not better beyond the noise: the default stays
-    _write(run, config, grid, best, budget_s, store)
+    _write(run, config, grid, best, budget_s, store if all(p.runs for p in grid) else None)
     return 0
 
 
@@ -156,6 +162,7 @@ def _write(run, config: RunConfig, grid: List[Point], best: Optional[Point], bud
                  "measured": datetime.date.today().isoformat(), "tfbench_commit": env.get("tfbench_commit")}
     document = {"setting": tuned.setting_key(config.to_dict()), "strategy": config.strategy,
                 "noise": NOISE, "budget_s": budget_s, "grid": knobs.TUNE_GRID[config.strategy],
+                "whole_grid": all(p.runs for p in grid),
                 "points": [{"index": p.index, "knobs": p.knobs, "runs": p.runs, "images_per_sec": p.rate,
                             "half_width": p.half_width if p.rate else None} for p in grid],
                 "best": entry, "environment": env}
@@ -169,7 +176,10 @@ def _write(run, config: RunConfig, grid: List[Point], best: Optional[Point], bud
     with open(os.path.join(run.path, "tune.md"), "w") as f:
         f.write(f"# Tuning of {config.strategy}\n\n{document['setting']}\n\n{text}\n\n{verdict}\n")
     print(text + "\n" + verdict, flush=True)
-    if entry is not None and store != "none":
+    if entry is not None and store is None:
+        print(f"not saved: the budget of {budget_s:g} s ended before points "
+              f"{', '.join(str(p.index) for p in grid if not p.runs)} ran", flush=True)
+    if entry is not None and store is not None and store != "none":
         path = tuned.store_path(store)
         where = tuned.save(config.to_dict(), config.strategy, entry, path)
         print(f"saved to {path} for this machine ({where})", flush=True)

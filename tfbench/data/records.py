@@ -9,8 +9,10 @@ random crop (tf.image.decode_and_crop_jpeg of a sample_distorted_bounding_box: 8
 area, aspect 3/4-4/3), resizes it to --image_size and flips it at random, then batches and
 prefetches. The crops and flips are stateless, seeded by (--seed, reader, example), so a run
 reads the same crops each time. The pipeline runs on a thread pool of its own of --input_threads
-threads (0: one per core of the task that reads), which also sets the map's and the
-interleave's parallelism; PREFETCH_BATCHES batches are prefetched.
+threads (0: one per core of the task that reads), which also sets the map's parallelism and the
+interleave's, up to the number of files (a set of one file is read one file at a time);
+PREFETCH_BATCHES batches are prefetched. tfbench.data.shards checks the files before anything
+starts, whoever wrote them.
 
 Sharding (stated in every record, `input_pipeline`): with at least as many files as readers
 (workers), each reader reads its own files, file i going to reader i mod N ("file"); with fewer,
@@ -28,7 +30,6 @@ PREFETCH_BATCHES = 2
 SHUFFLE_EXAMPLES = 1024
 CROP_AREA = (0.08, 1.0)
 CROP_ASPECT = (3 / 4, 4 / 3)
-FEATURES = ("image/encoded", "image/class/label")
 
 
 def files(data_dir: str) -> List[str]:
@@ -57,7 +58,8 @@ def describe(config, cores: int) -> Dict:
     n = threads(config, cores)
     return {"data_dir": os.path.abspath(config.data_dir), "pattern": PATTERN,
             **sharding(len(files(config.data_dir)), config.num_workers),
-            "threads": n, "parallel_calls": n, "prefetch_batches": PREFETCH_BATCHES,
+            "threads": n, "parallel_calls": n, "files_read_at_once": min(n, len(files(config.data_dir))),
+            "prefetch_batches": PREFETCH_BATCHES,
             "shuffle_examples": SHUFFLE_EXAMPLES, "threads_source": "--input_threads" if config.input_threads
             else "the reading task's cores",
             "preprocessing": "decode_and_crop_jpeg of a random crop (area 8-100%, aspect 3/4-4/3), bilinear "
@@ -77,16 +79,14 @@ def dataset(config, shard, num_shards: int, batch_size: int, image_size: int, co
     if by_file:
         data = data.shard(num_shards, shard64)
     data = data.shuffle(len(names), seed=config.seed, reshuffle_each_iteration=True).repeat()
-    data = data.interleave(tf.data.TFRecordDataset, cycle_length=min(n, len(names)), num_parallel_calls=n,
-                           deterministic=True)
+    cycle = min(n, len(names))  # files read at once: never more readers than files (tf.data refuses it)
+    data = data.interleave(tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=cycle, deterministic=True)
     if not by_file:
         data = data.shard(num_shards, shard64)
     data = data.shuffle(SHUFFLE_EXAMPLES, seed=config.seed).enumerate()
 
     def parse(index, serialized):
-        example = tf.io.parse_single_example(serialized, {
-            "image/encoded": tf.io.FixedLenFeature([], tf.string),
-            "image/class/label": tf.io.FixedLenFeature([], tf.int64)})
+        example = tf.io.parse_single_example(serialized, features(tf))
         seed = tf.stack([tf.constant(config.seed, tf.int64) * 1000003 + shard64, index])
         image = crop_and_flip(example["image/encoded"], image_size, seed)
         if config.data_format == "NCHW":
@@ -99,6 +99,13 @@ def dataset(config, shard, num_shards: int, batch_size: int, image_size: int, co
     options.threading.private_threadpool_size = n
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF  # sharded above
     return data.with_options(options)
+
+
+def features(tf) -> Dict:
+    """What each example must hold, as tf.io.parse_single_example takes it (tfbench.data.shards
+    checks the shards with it before anything starts)."""
+    return {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
 
 
 def crop_and_flip(encoded, image_size: int, seed):

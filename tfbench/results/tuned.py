@@ -13,6 +13,14 @@ is measured at its defaults, and the sweep says so (NotTunedHere). Each entry na
 run it came from by its run id (no path of the machine it ran on), its date and commit, the
 images/sec of the best and of the default, and whether the two differ beyond the noise; where
 they do not, the default is kept as best.
+
+Two stores, read in this order: the committed one (tools/sweeps/tuned.json: tunings made on
+purpose with `python -m tfbench --tune`, on machines others share, such as CI's, and reviewed
+with the code), and the user's cache (~/.cache/tfbench/tuned.json): the tunings a sweep makes on
+the spot where this machine has none (tools.sweep's tune_budget_s, as `make run` does). Those
+belong to the machine, not to the code: kept out of the checkout (a clone stays as committed)
+and beside the environment `make setup` caches, they serve every later sweep and every clone on
+this machine (CI's fresh clones too).
 """
 from __future__ import annotations
 
@@ -29,11 +37,24 @@ SETTING = ("model", "mode", "image_size", "batch_size", "num_workers", "cores_pe
            "ps_placement", "ps_sync", "network", "link_bandwidth", "link_latency", "precision", "device")
 DEFAULT_STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "tools", "sweeps", "tuned.json")
+NOT_TUNED_HERE = "not tuned on this machine"  # the knobs of a point at its defaults where `best` was asked for
 STORE_ENV = "TFBENCH_TUNED_STORE"  # another store for every reader and writer (tests, a user's own)
+CACHE_ENV = "TFBENCH_TUNED_CACHE"  # another cache of on-the-spot tunings (tests)
 
 
 def store_path(path: Optional[str] = None) -> str:
     return path or os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def cache_path() -> str:
+    """The user's cache of tunings made on the spot (by a sweep's tune_budget_s)."""
+    return os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tfbench", "tuned.json")
+
+
+def _stores(path: Optional[str]) -> List[str]:
+    """The stores a lookup reads, first found first: `path` alone, or the committed store and the cache."""
+    return [path] if path else [store_path(), cache_path()]
 
 
 def setting_key(values: Dict) -> str:
@@ -65,15 +86,20 @@ def read(path: Optional[str] = None) -> Dict:
 
 
 def best(values: Dict, strategy: str, path: Optional[str] = None) -> Optional[Dict]:
-    """This machine's saved entry for the setting and strategy, or None."""
-    return read(path).get(machine.key(), {}).get(setting_key(values), {}).get(strategy)
+    """This machine's saved entry for the setting and strategy (the committed store's, else the
+    cache's, or `path`'s alone), or None."""
+    for store in _stores(path):
+        entry = read(store).get(machine.key(), {}).get(setting_key(values), {}).get(strategy)
+        if entry is not None:
+            return entry
+    return None
 
 
 def elsewhere(values: Dict, strategy: str, path: Optional[str] = None) -> Dict[str, Dict]:
     """{machine key: entry} of the setting and strategy, saved on machines other than this one."""
     here = machine.key()
-    saved = {key: settings.get(setting_key(values), {}).get(strategy) for key, settings in read(path).items()
-             if key != here}
+    saved = {key: settings.get(setting_key(values), {}).get(strategy) for store in reversed(_stores(path))
+             for key, settings in read(store).items() if key != here}
     return {key: entry for key, entry in saved.items() if entry is not None}
 
 
@@ -86,7 +112,7 @@ def best_knobs(config, path: Optional[str] = None) -> Dict[str, object]:
         return {}
     entry = best(values, strategy, path)
     if entry is None:
-        where = f"on this machine ({machine.key()}) in {store_path(path)}"
+        where = f"on this machine ({machine.key()}) in {' or '.join(_stores(path))}"
         others = sorted(elsewhere(values, strategy, path))
         if others:
             raise NotTunedHere(f"{strategy} was tuned for {setting_key(values)} on {'; '.join(others)}, not {where}; "

@@ -2,6 +2,9 @@
 worker count, the points whose steps wait mostly for their input, scaling efficiency at the
 largest count, and where a strategy stops gaining.
 
+No strategy is called fastest where one of the lines compared ran at its defaults because this
+machine has no tuning of it (tfbench.results.tuned.NOT_TUNED_HERE): such an order is its
+defaults', not the strategy's; the sentence says what the defaults decide instead.
 The sentences compare the lines tools.report.plot_lines draws in the scaling plots (one per
 strategy and other differing axis, in one panel per mode and batch), so text and figures never
 disagree.
@@ -13,6 +16,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfbench.measure import breakdown
+from tfbench.results import tuned
 from tools.report import plot_lines
 from tools.report.aggregate import Point
 
@@ -46,6 +50,12 @@ def fastest(panel: plot_lines.Panel, n) -> str:
         return ""
     (best, top), (second, runner) = ranked[0], ranked[1]
     where = f"At {_at(panel, n)}"
+    untuned = [line.label for line, p in ranked if p.config.get("knob_source") == tuned.NOT_TUNED_HERE]
+    if untuned:  # a default against a tuning, or two defaults: the defaults decide, not the strategies
+        ratios = ", ".join(f"{top.rate / p.rate:.2f}× {line.label}" for line, p in ranked[1:] if p.rate > 0)
+        return (f"{where} {' and '.join(untuned)} ran at {'its' if len(untuned) == 1 else 'their'} defaults, "
+                f"{tuned.NOT_TUNED_HERE}, so no strategy is called fastest: the defaults decide this order, "
+                f"{best.label} first ({_rate(top)}, {ratios}).")
     if overlap(top, runner):
         return (f"{where} {best.label} ({_rate(top)}) and {second.label} ({runner.rate:.1f}) lie within "
                 f"each other's 95% intervals: neither is clearly fastest.")

@@ -17,7 +17,9 @@ from tfbench.results import records
 MONITOR_FILE = "monitor.jsonl"
 CONFIG_FILE = "config.json"
 PLAN_FILE = "plan.json"
-_NOT_RUNS = {"tb", "tasks", "report"}  # subdirectories of a run that never hold runs
+# Subdirectories of a run that never hold runs, and a sweep's tunings (tools.sweep.tune_stage: their
+# points are the tuning's, not the sweep's; a report over the tunings folder itself reads them)
+_NOT_RUNS = {"tb", "tasks", "report", "tunings"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from tools.report import cli as report
 from tools.rundirs.runs import load_run
 from tools.rundirs.sweep_state import DONE, FAILED, SweepDir
 from tools.sweep import grid as grid_lib
+from tools.sweep import tune_stage
 
 FLAGS = flags.FLAGS
 PROG = "tools.sweep"
@@ -54,7 +55,9 @@ def run_sweep(sweep_dir: str, grid: grid_lib.Grid, command: Sequence[str] = DEFA
     if stored and not grid_lib.Grid.from_dict(stored["grid"]).same_points(grid):
         raise ConfigError(f"{sweep_dir} holds a sweep over a different grid; resume it without grid flags "
                           f"or give another --sweep_dir")
+    tuned_here = tune_stage.run(grid, sweep.path, log) if grid.tune_budget_s > 0 else []
     points, notes = grid_lib.expand(grid, sweep.runs_dir)
+    notes = tuned_here + notes
     sweep.write_spec({"grid": grid.to_dict(), "points": [p.id for p in points], "notes": notes,
                       "command": list(command)})
     for note in notes:
@@ -129,6 +132,9 @@ def define_flags() -> None:
     flags.DEFINE_list("tuning", None, "default and/or best: each strategy at its knobs' defaults, and at the knobs a "
                                       "saved tuning chose (tools/sweeps/tuned.json; a point of its own only where "
                                       "they differ). Replaces the config's tuning.")
+    flags.DEFINE_float("tune_budget", None, "Seconds to tune, before the points, each setting of tuning: best this "
+                                            "machine has no saved tuning of (kept in ~/.cache/tfbench/tuned.json); 0: "
+                                            "none. Replaces the config's tune_budget_s.")
     flags.DEFINE_integer("repeats", None, "Runs of every point (replaces the config's repeats).")
     flags.DEFINE_multi_string("set", None, "flag=value passed to every point, e.g. --set=num_steps=5.")
     flags.DEFINE_float("timeout", None, "Seconds one point may take (0: no limit); also passed as --deadline.")
@@ -157,6 +163,8 @@ def supplied_grid() -> Optional[grid_lib.Grid]:
         d["repeats"], given = FLAGS.repeats, True
     if FLAGS.tuning is not None:
         d["tuning"], given = FLAGS.tuning, True
+    if FLAGS.tune_budget is not None:
+        d["tune_budget_s"], given = FLAGS.tune_budget, True
     if FLAGS.set:
         fixed = dict(d.get("fixed") or {})
         for item in FLAGS.set:
@@ -208,7 +216,8 @@ def main(argv) -> int:
 
 
 def help_groups():
-    return [("Sweep", ["config", "sweep_dir", "tuning", "repeats", "set", "timeout", "command", "dry_run", "report"]),
+    return [("Sweep", ["config", "sweep_dir", "tuning", "tune_budget", "repeats", "set", "timeout", "command",
+                       "dry_run", "report"]),
             ("Axes (comma-separated values; each replaces that axis of --config)", list(grid_lib.AXES))]
 
 

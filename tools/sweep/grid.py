@@ -17,7 +17,7 @@ from tfbench import workloads
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
 from tfbench.config.kinds import kind_of
-from tfbench.measure import machine
+from tfbench.measure import machine, shards
 from tfbench.results import tuned
 
 # Axes in run order (the last varies fastest); repeats are the outermost loop, so that the
@@ -32,7 +32,7 @@ _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
 # (tfbench.results.tuned), a point of its own only where that differs from the default. A setting
 # tuned only on other machines runs at its defaults, its knobs labelled NOT_TUNED_HERE.
 TUNINGS = ("default", "best")
-NOT_TUNED_HERE = "not tuned on this machine"
+NOT_TUNED_HERE = tuned.NOT_TUNED_HERE
 _DEFAULTS = config_lib.RunConfig()
 _FIELDS = set(config_lib.RunConfig.names())
 
@@ -93,12 +93,13 @@ class Grid:
     fixed: Dict[str, Any] = dataclasses.field(default_factory=dict)
     timeout_s: float = 0.0  # per point; 0: none
     tuning: Tuple[str, ...] = ("default",)
+    tune_budget_s: float = 0.0  # tuning: best of a setting this machine never tuned: tuned first, in this time
 
     @classmethod
     def from_dict(cls, d: dict) -> "Grid":
         """Validates names and types; an axis left out keeps tfbench's default."""
         d = dict(d or {})
-        unknown = set(d) - set(AXES) - {"repeats", "fixed", "timeout_s", "tuning"}
+        unknown = set(d) - set(AXES) - {"repeats", "fixed", "timeout_s", "tuning", "tune_budget_s"}
         if unknown:
             raise ConfigError(f"unknown sweep key(s) {', '.join(sorted(unknown))}; axes are {', '.join(AXES)}, "
                               f"other flags go under 'fixed'")
@@ -128,7 +129,11 @@ class Grid:
         tuning = tuple(dict.fromkeys(tuning if isinstance(tuning, (list, tuple)) else [tuning]))
         if not tuning or any(t not in TUNINGS for t in tuning):
             raise ConfigError(f"sweep key 'tuning' takes {' and/or '.join(TUNINGS)}, got {list(tuning)}")
-        return cls(axes=axes, repeats=repeats, fixed=fixed, timeout_s=timeout_s, tuning=tuning)
+        tune_budget_s = float(d.get("tune_budget_s", 0.0))
+        if tune_budget_s < 0:
+            raise ConfigError(f"tune_budget_s must be 0 (tune nothing) or positive seconds, got {tune_budget_s:g}")
+        return cls(axes=axes, repeats=repeats, fixed=fixed, timeout_s=timeout_s, tuning=tuning,
+                   tune_budget_s=tune_budget_s)
 
     def to_dict(self) -> dict:
         d = {name: [list(v) if isinstance(v, tuple) else v for v in values] for name, values in self.axes.items()}
@@ -136,6 +141,7 @@ class Grid:
         d["fixed"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.fixed.items()}
         d["timeout_s"] = self.timeout_s
         d["tuning"] = list(self.tuning)
+        d["tune_budget_s"] = self.tune_budget_s
         return d
 
     def same_points(self, other: "Grid") -> bool:
@@ -160,12 +166,21 @@ class Point:
         return [f"--{name}={flag_value(value)}" for name, value in merged.items()]
 
 
-def saved_knobs(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> Tuple[Dict[str, Any], str]:
+def saved_knobs(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str,
+                tunes_here: bool = False) -> Tuple[Dict[str, Any], str]:
     """(the knobs a saved tuning of this machine chose that differ from their defaults, where they
-    came from); tuned.NotTunedHere when only other machines tuned the setting, ConfigError when
-    none did."""
+    came from); tuned.NotTunedHere when only other machines tuned the setting (or none did, in a
+    sweep that tunes on the spot: `tunes_here`), ConfigError when none did."""
     config = config_lib.RunConfig(**{**values, **fixed, "logdir": logdir})
-    chosen = {k: v for k, v in tuned.best_knobs(config).items() if getattr(_DEFAULTS, k) != v}
+    try:
+        saved = tuned.best_knobs(config)
+    except tuned.NotTunedHere:
+        raise
+    except ConfigError as e:
+        if not tunes_here:
+            raise
+        raise tuned.NotTunedHere(str(e), []) from None
+    chosen = {k: v for k, v in saved.items() if getattr(_DEFAULTS, k) != v}
     if not chosen:
         return {}, ""
     entry = tuned.best(config.to_dict(), config.strategy)
@@ -240,8 +255,8 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
             for tuning in grid.tuning:
                 reason = _rejection(values, grid.fixed, logdir)
                 try:
-                    knob_values, source = saved_knobs(values, grid.fixed, logdir) if tuning == "best" and not reason \
-                        else ({}, "")
+                    knob_values, source = saved_knobs(values, grid.fixed, logdir, grid.tune_budget_s > 0) \
+                        if tuning == "best" and not reason else ({}, "")
                 except tuned.NotTunedHere as e:
                     knob_values, source = {}, NOT_TUNED_HERE
                     elsewhere.setdefault(values["strategy"], set()).update(e.machines)
@@ -279,10 +294,11 @@ def expand(grid: Grid, logdir: str) -> Tuple[List[Point], List[str]]:
         notes.append(f"{at_default} point(s) of tuning: best run at their defaults: the saved tuning kept them "
                      f"(or the strategy has no knob for that setting), so the default point is measured once")
     if elsewhere:
+        others = sorted(set().union(*elsewhere.values()))
         notes.append(f"tuning: best of {', '.join(sorted(elsewhere))}: {NOT_TUNED_HERE} ({machine.key()}), so "
-                     f"measured at the defaults; the saved tunings of these settings were measured on "
-                     f"{'; '.join(sorted(set().union(*elsewhere.values())))}; `python -m tfbench --tune` with a "
-                     f"setting tunes it here")
+                     f"measured at the defaults; " + (f"the saved tunings of these settings were measured on "
+                                                      f"{'; '.join(others)}; " if others else "")
+                     + "`python -m tfbench --tune` with a setting tunes it here")
     return points, notes
 
 
@@ -290,6 +306,7 @@ def _rejection(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> st
     """tfbench's own reason for refusing the combination (or this machine), or '' when it can run."""
     try:
         config = config_lib.validate(config_lib.RunConfig(**{**values, **fixed, "logdir": logdir}))
+        shards.check_config(config)
         if config.traits.launcher_ranks:
             preflight.check_horovod()
     except ConfigError as e:
