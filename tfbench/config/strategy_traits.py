@@ -162,8 +162,12 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
            knobs=(Knob("hybrid_shard_rule", "rotated: shard j of table t on ps (t + j) mod K, so that the tables' "
                                             "first shards spread over the ps", tunable=_PS_PAIR),),
            tune_grid=types.MappingProxyType({"hybrid_shard_rule": ("rotated", "aligned")}),
-           not_on=types.MappingProxyType({"kubernetes": "cluster.k8s writes TensorFlow clusters, and its ranks "
-                                                        "meet at Horovod's rendezvous too"})),
+           not_on=types.MappingProxyType({
+               "kubernetes": "cluster.k8s writes TensorFlow clusters, and its ranks meet at Horovod's rendezvous too",
+               "slurm": "its Slurm ranks would be Horovod ranks and ps tasks at once, which cluster.slurm does not "
+                        "resolve yet; start it by hand (python -m cluster.by_hand) or locally",
+               "slurm_nodes": "its Slurm ranks would be Horovod ranks and ps tasks at once, which cluster.slurm "
+                              "does not resolve yet; use --network=emulated without --launcher=slurm"})),
 )}
 STRATEGIES = tuple(TRAITS)
 

@@ -195,8 +195,9 @@ def rows_and_ring_line(tasks: List[Dict]) -> Optional[str]:
     dense update), and the all-reduce's bytes and bus bandwidth."""
     parts = []
     for t in sorted(tasks, key=lambda r: r["index"]):
-        split = t["hybrid_split_ms"]
-        parts.append(f"worker_{t['index']} " + " + ".join(f"{name} {ms:.1f}" for name, ms in split.items()))
+        split, told = t["hybrid_split_ms"], t.get("hybrid_split_definition", "")
+        names = sorted(split, key=lambda name: told.find(f"{name} ("))  # in the step's order, as defined
+        parts.append(f"worker_{t['index']} " + " + ".join(f"{name} {split[name]:.1f}" for name in names))
     if not parts:
         return None
     first = tasks[0]
