@@ -103,3 +103,12 @@ def test_each_ps_serves_the_rows_of_its_ranges(clusters):
     served = [entry["rows_per_global_step"] for entry in rows.values()]
     assert sum(served) == sum(cluster_record(launched.run)["sparse"]["unique_rows_per_shard"])
     assert rank["ps_row_skew"] == pytest.approx(max(served) / (sum(served) / len(served)))
+
+
+@pytest.mark.slow
+def test_a_model_without_tables_is_an_all_reduce_of_every_gradient(clusters):
+    launched = clusters["hybrid_no_tables"]
+    for rank in workers(launched):
+        assert rank["tables"] == records.NO_TABLES
+        assert set(rank["step_ops"]) == {"HorovodGroupedAllreduce"}  # no row op, no wait for pushes
+        assert "ps_rows" not in rank and rank["examples_per_sec"] > 0
