@@ -6,8 +6,9 @@ bad input is one line, exit 2, before anything is written."""
 import pytest
 
 from conftest import run_cli
-from strategies.hybrid import records, tables
-from tfbench.config import RunConfig
+from strategies.hybrid import records
+from tfbench.config import RunConfig, knobs
+from tfbench.perfmodel.sparse import ranges
 from tfrun import cluster_record, task_records
 
 HYBRID2 = ["--strategy=hybrid", "--num_workers=2"]
@@ -47,16 +48,20 @@ def test_kubernetes_refuses_the_ranks_it_cannot_start(tmp_path):
 
 @pytest.mark.parametrize("rows,num_ps", [(2000, 2), (7, 3), (2, 4), (1, 1)])
 def test_every_row_lives_in_exactly_one_range(rows, num_ps):
-    sizes = tables.shard_sizes(rows, num_ps)
+    sizes = ranges.sizes(rows, num_ps)
     assert sum(sizes) == rows and all(s > 0 for s in sizes) and len(sizes) == min(rows, num_ps)
     assert max(sizes) - min(sizes) <= 1
 
 
+def test_the_flag_takes_the_rules_the_shard_rule_knows():
+    assert knobs.SHARD_RULES == ranges.RULES
+
+
 def test_the_rotated_rule_spreads_the_first_ranges_and_aligned_keeps_them_on_ps_0():
-    first = {rule: {tables.shard_ps(t, 0, 4, rule) for t in range(8)} for rule in ("rotated", "aligned")}
+    first = {rule: {ranges.ps_of(t, 0, 4, rule) for t in range(8)} for rule in ("rotated", "aligned")}
     assert first == {"rotated": {0, 1, 2, 3}, "aligned": {0}}
     for rule in ("rotated", "aligned"):  # each table's ranges on distinct ps
-        assert all(len({tables.shard_ps(t, j, 4, rule) for j in range(4)}) == 4 for t in range(8))
+        assert all(len({ranges.ps_of(t, j, 4, rule) for j in range(4)}) == 4 for t in range(8))
 
 
 def test_the_skew_is_the_busiest_ps_over_the_mean():

@@ -1,30 +1,19 @@
 """The hybrid's embedding tables on the ps: where each row lives, how a rank reaches the ps, and
 the pull and push of a step's rows.
 
-Shard rule: a table of R rows is split into min(K, R) contiguous row ranges (the first R mod K
-one row longer, as tf.nn.embedding_lookup's "div" and TensorFlow's fixed partitioner split
-them). --hybrid_shard_rule says which ps holds range j of table t: rotated, ps (t + j) mod K, so
-that the first ranges of the tables (the hot rows when ids are hot-first) spread over the ps; or
-aligned, ps j. Each range is a resource variable on its ps, created under a name shared by every
-rank (VarHandleOp's container and shared_name): one rank writes the initial values, and every
-rank then reads and updates the same rows.
+The shard rule (--hybrid_shard_rule) is tfbench.perfmodel.sparse.ranges': a table's K contiguous
+row ranges, range j of table t on ps (t + j) mod K (rotated) or on ps j (aligned). Each range is
+a resource variable on its ps, created under a name shared by every rank (VarHandleOp's container
+and shared_name): one rank writes the initial values, and every rank then reads and updates the
+same rows.
 """
 from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
+from tfbench.perfmodel.sparse import ranges
+
 CONTAINER = "tfbench_tables"
-
-
-def shard_sizes(rows: int, num_ps: int) -> List[int]:
-    """Rows of each range: min(K, R) ranges, the first R mod K one row longer."""
-    k = min(num_ps, rows)
-    return [rows // k + (1 if j < rows % k else 0) for j in range(k)]
-
-
-def shard_ps(table: int, shard: int, num_ps: int, rule: str) -> int:
-    """The ps task that holds range `shard` of table `table` (module docstring)."""
-    return (table + shard) % num_ps if rule == "rotated" else shard
 
 
 def ps_device(k: int) -> str:
@@ -86,8 +75,8 @@ class PsTables:
         init = kwargs["initial_value"]
         value = (init() if callable(init) else tf.convert_to_tensor(init)) if self.initialise else None
         pieces, offsets, offset = [], [], 0
-        for j, size in enumerate(shard_sizes(rows, self.num_ps)):
-            k = shard_ps(t, j, self.num_ps, self.rule)
+        for j, size in enumerate(ranges.sizes(rows, self.num_ps)):
+            k = ranges.ps_of(t, j, self.num_ps, self.rule)
             piece = shared_variable(self.run_tag, f"table_{t}/shard_{j}", [size, dim], tf.float32, k)
             if value is not None:
                 with tf.device(ps_device(k)):

@@ -18,7 +18,7 @@ from tfbench.config.strategy_traits import TRAITS, Knob  # noqa: F401 - Knob: th
 PS_PARTITIONERS = ("none", "min_size", "fixed")
 PS_PLACERS = ("round_robin", "greedy")
 HOROVOD_COMPRESSIONS = ("none", "fp16")  # Horovod's all-reduce takes no bfloat16
-SHARD_RULES = ("rotated", "aligned")  # hybrid: where a table's row ranges live on the ps
+SHARD_RULES = ("rotated", "aligned")  # hybrid: tfbench.perfmodel.sparse.ranges.RULES (a test keeps them equal)
 
 # Every strategy's knobs, in the traits table's order (each row of tfbench.config.strategy_traits).
 KNOBS: Tuple[Knob, ...] = tuple(k for t in TRAITS.values() for k in t.knobs)

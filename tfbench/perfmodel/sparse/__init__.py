@@ -2,4 +2,5 @@
 
 laws         the sparse laws: unique rows of a batch under Zipf ids, the bytes of each strategy's rule
 recommender  the recommender's step model, its fit, intervals and crossover
+ranges       the hybrid strategy's shard rule: a table's row ranges and the ps that holds each
 """
