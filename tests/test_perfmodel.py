@@ -269,4 +269,5 @@ def test_the_models_terms_for_tfbenchs_strategies_agree_with_their_traits():
     assert set(protocols.ONE_TASK) == set(strategy_traits.names(lambda t: not t.multi_task))
     for name, traits in strategy_traits.TRAITS.items():
         assert (protocols.tables_kind(name) == protocols.PS) == traits.ps_tasks, name
+        assert (protocols.step_kind(name) == protocols.HYBRID) == (traits.ps_tasks and traits.dense_replicated), name
         assert (protocols.of_run(name) is not None) == (traits.multi_task and (traits.ps_tasks or traits.all_reduce))

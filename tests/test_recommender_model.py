@@ -154,3 +154,36 @@ def test_predict_fits_a_recommender_sweep_and_prints_the_crossover(tmp_path):
         args = [a for a in base if not a.startswith(drop)] + add
         refused = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and says in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+
+
+def test_the_hybrid_moves_the_ring_and_its_ps_rows():
+    """Uniform ids: each host's ring share of the dense bytes, its worker's rows to the other ps and
+    the other workers' rows of its ranges (an N-th of theirs)."""
+    uniform = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 0.0})
+    u, row = uniform.rows_per_worker(), uniform.row_bytes + sparse.INDEX_BYTES
+    for n in (2, 4, 8):
+        assert rec.busiest_host_bytes(rec.HYBRID, n, uniform) == pytest.approx(
+            2 * (n - 1) / n * uniform.dense_bytes + (n - 1) / n * u * row + (n - 1) * u / n * row, rel=1e-3)
+    assert rec.busiest_host_bytes(rec.HYBRID, 1, SETTING) == 0.0
+
+
+def test_the_rotated_rule_spreads_the_hot_ranges_that_aligned_puts_on_one_ps():
+    skewed = {rule: rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 1.2, "shard_rule": rule}).rows_per_range_ps(8)
+              for rule in ("rotated", "aligned")}
+    assert sum(skewed["rotated"]) == pytest.approx(sum(skewed["aligned"]))
+    assert skewed["aligned"].index(max(skewed["aligned"])) == 0
+    assert max(skewed["rotated"]) < max(skewed["aligned"]) / 3
+
+
+def test_the_hybrids_crossover_is_where_it_stays_ahead_of_every_other():
+    fits = {"hybrid": rec.Fit("hybrid", 0.05, 0.0, 0.02, 0.7, ()),
+            "parameter_server": rec.Fit("parameter_server", 0.05, 0.0, 0.08, 0.7, ()),
+            "horovod": rec.Fit("horovod", 0.04, 0.0, 0.01, 0.8, ())}
+    kinds = {"hybrid": rec.HYBRID, "parameter_server": rec.PS, "horovod": rec.ALL_GATHER}
+    n = rec.crossover(fits, kinds, SETTING, BETA, (2, 4, 8, 16), ahead=rec.HYBRID, behind=(rec.PS, rec.ALL_GATHER))
+    for m in (2, 4, 8, 16):
+        others = max(fits[s].rate(kinds[s], m, SETTING, BETA) for s in ("parameter_server", "horovod"))
+        assert (fits["hybrid"].rate(rec.HYBRID, m, SETTING, BETA) > others) == (n is not None and m >= n)
+    # the parameter server's own crossover leaves the hybrid out
+    assert rec.crossover(fits, kinds, SETTING, BETA, (2, 4, 8, 16)) == rec.crossover(
+        {s: f for s, f in fits.items() if s != "hybrid"}, kinds, SETTING, BETA, (2, 4, 8, 16))

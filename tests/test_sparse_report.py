@@ -50,3 +50,16 @@ def test_a_ps_per_worker_is_one_line_across_worker_counts(tmp_path):
     (panel,) = plot_lines.panels(points, x=plot_lines.SCALE, panel_keys=(), primary="strategy")
     assert sorted((line.label, len(line.points)) for line in panel.lines) == [("multi_worker_mirrored", 2),
                                                                               ("parameter_server", 2)]
+
+
+def test_tables_on_ps_beside_all_reduced_dense_layers_are_held_against_the_better_of_both(tmp_path):
+    # examples/sec = 16 x workers / step; at 2 workers the better one is all-gather (0.10 s), at 4 the ps
+    for strategy, steps in (("multi_worker_mirrored", {2: 0.10, 4: 0.30}), ("parameter_server", {2: 0.20, 4: 0.25}),
+                            ("hybrid", {2: 0.08, 4: 0.50})):
+        for n, step in steps.items():
+            write_run(str(tmp_path), f"{strategy}-{n}", strategy, n, step, extra_config=RECOMMENDER,
+                      task_extra={"sparse": SPARSE})
+    lines = [x for x in sparse_section.section(points_of(tmp_path)) if x.startswith("- ")]
+    crossing, split = lines
+    assert "crossover at 4 workers" in crossing  # the parameter server's verdict leaves the hybrid out
+    assert "better of the parameter server and all-reduce" in split and "2: 1.25x" in split and "4: 0.50x" in split

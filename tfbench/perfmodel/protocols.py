@@ -30,6 +30,13 @@ def of_run(strategy: str) -> Optional[str]:
     return strategy if strategy in PREDICTED + (HYBRID,) else None
 
 
+def step_kind(strategy: str) -> str:
+    """How a run of `strategy` moves a recommender's step in the step model
+    (tfbench.perfmodel.sparse.recommender): PS (every variable on ps shards), HYBRID (rows on ps
+    shards, the rest on a ring) or ALL_GATHER (a ring and the rows all-gathered)."""
+    return HYBRID if strategy == HYBRID else tables_kind(strategy)
+
+
 def tables_kind(strategy: str) -> str:
     """How a run of `strategy` moves its embedding tables' rows in the sparse model: pulled from
     and pushed to ps shards (PS), or all-gathered among the workers (ALL_GATHER)."""

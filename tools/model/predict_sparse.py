@@ -27,7 +27,8 @@ from tools.model import recommender as judged_runs
 
 FLAGS = flags.FLAGS
 ASSUMPTIONS = ("one worker per host, each on one core as the runs were; a parameter server has a ps on every "
-               "worker's host (k = N), round-robin placed; compute per step as the runs measured it, a line in N; "
+               "worker's host (k = N), round-robin placed, and so has the hybrid (its tables' ranges placed by "
+               "--hybrid_shard_rule=rotated, its dense gradients on a ring); compute per step as the runs measured it, a line in N; "
                "links full duplex at the given rate, no contention beyond them")
 
 
@@ -117,6 +118,8 @@ def rows_and_lines(counts: List[int]):
              f"{setting.batch_size} per worker; link: {link}",
              f"fitted on {len(found)} runs of {FLAGS.runs}: {fitted_on}",
              f"{verdict} (N = {', '.join(map(str, counts))})"]
+    if rec.HYBRID in kinds.values():
+        lines.append(judged_runs.hybrid_verdict(fits, kinds, setting, beta, counts))
     return lines, rows, columns
 
 

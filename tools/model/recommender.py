@@ -39,7 +39,7 @@ def setting_of(workload: dict, config: dict) -> rec.Setting:
                        float(workload["zipf_alpha"]), int(config["batch_size"]), 4.0 * float(workload["dense_params"]),
                        int(workload["dense_features"]), tuple(workload.get("bottom_mlp", (64, 32))),
                        tuple(workload.get("top_mlp", (64, 32))), str(config.get("ps_partitioner", "min_size")),
-                       int(config.get("ps_min_shard_bytes") or 256 << 10))
+                       int(config.get("ps_min_shard_bytes") or 256 << 10), str(config.get("hybrid_shard_rule", "rotated")))
 
 
 def observation(run: Run):
@@ -54,9 +54,11 @@ def observation(run: Run):
     if "compute" not in split:
         return None, "no step split"
     config = run.config
-    kind = protocols.tables_kind(str(config.get("strategy")))
+    kind = protocols.step_kind(str(config.get("strategy")))
     if kind == rec.PS and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
         return None, "the model's parameter server has a ps on every worker's host, placed round-robin"
+    if kind == rec.HYBRID and config.get("num_ps") != config.get("num_workers"):
+        return None, "the model's hybrid has a ps on every worker's host"
     setting = setting_of(workload, config)
     stats = cluster["stats"]
     return rec.Observation(run.run_id, kind, str(run.config.get("strategy")), int(run.config["num_workers"]),
@@ -107,11 +109,20 @@ def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int])
                    "no crossover: the parameter server is predicted behind all-gather at every N")
         lines.append(f"zipf {setting.zipf_alpha:g}, {beta * 8 / 1e6:.0f} Mbit/s: {verdict} "
                      f"(N = {', '.join(map(str, workers))})")
+        if rec.HYBRID in kinds.values():
+            lines.append(f"zipf {setting.zipf_alpha:g}: {hybrid_verdict(fits, kinds, setting, beta, workers)}")
     errors = [abs(e) for _, _, e in rows]
     lines.append(f"median abs error = {statistics.median(errors):.1%} over {len(errors)} held-out runs"
                  if errors else "median abs error = n/a: no run with more workers than the fit's")
     lines.append(intervals.coverage_line(intervals.coverage([(o.rate, predicted) for o, predicted, _ in rows])))
     return lines
+
+
+def hybrid_verdict(fits, kinds, setting: rec.Setting, beta: float, workers: Sequence[int]) -> str:
+    """Where the hybrid is predicted ahead of every other fitted strategy, from some N on."""
+    n = rec.crossover(fits, kinds, setting, beta, workers, ahead=rec.HYBRID, behind=(rec.PS, rec.ALL_GATHER))
+    return (f"the hybrid is predicted ahead of every other strategy from N={n} on" if n else
+            "the hybrid is not predicted ahead of every other strategy at every N from some N on")
 
 
 def main(argv) -> int:

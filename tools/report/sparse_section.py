@@ -49,11 +49,14 @@ def rule_bytes(sparse: Dict) -> str:
 
 
 def crossovers(points: Sequence[Point], keys: Sequence[str]) -> List[str]:
-    """Per setting: at which worker counts the parameter server is faster than every all-reduce strategy."""
+    """Per setting: at which worker counts the parameter server is faster than every all-reduce strategy,
+    and how a strategy with its tables on ps and its dense layers all-reduced compares with the better
+    of the two."""
     by_setting: Dict[str, Dict[int, Dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for p in points:
         traits = strategy_traits.get(p.config.get("strategy"))
-        kind = "ps" if traits.ps_tasks else ("all-reduce" if traits.all_reduce else "")
+        kind = ("split" if traits.ps_tasks and traits.dense_replicated else "ps" if traits.ps_tasks
+                else "all-reduce" if traits.all_reduce else "")
         if kind and p.rate == p.rate:
             best = by_setting[setting(p, keys)][int(p.config.get("num_workers", 1))]
             best[kind] = max(best.get(kind, 0.0), p.rate)
@@ -71,6 +74,12 @@ def crossovers(points: Sequence[Point], keys: Sequence[str]) -> List[str]:
         else:
             verdict = f"the parameter server is faster at {', '.join(map(str, wins))} workers only"
         lines.append(f"- {where}: {verdict} (parameter server ÷ fastest all-reduce, by workers: {ratio}).")
+        split = [n for n in compared if "split" in by_n[n]]
+        if split:
+            ratios = [by_n[n]["split"] / max(by_n[n]["ps"], by_n[n]["all-reduce"]) for n in split]
+            lines.append(f"- {where}: tables on ps with the dense layers all-reduced ÷ the better of the parameter "
+                         f"server and all-reduce, by workers: "
+                         + ", ".join(f"{n}: {r:.2f}x" for n, r in zip(split, ratios)) + ".")
     return lines
 
 

@@ -16,7 +16,11 @@ One synchronous step at N workers of one core each:
   (N-1)/N |w_dense| + (N-1) r_j (row + 8) with r_j the rows of the table shards on ps j one
   worker's batch touches: the model's variables split by the run's partitioner and placed
   round-robin as TensorFlow places them (tfbench.perfmodel.dense.shards), each shard's rows counted by
-  the sparse law (a table's hottest rows are its first: its first shard is its busiest);
+  the sparse law (a table's hottest rows are its first: its first shard is its busiest); the hybrid
+  (tables on a ps on every host, the rest all-reduced), the ring's 2(N-1)/N |w_dense|, its worker's
+  rows to the other hosts' ps, (N-1)/N u (row + 8), and what its ps serves the N - 1 others,
+  (N-1) r_j (row + 8), r_j counted over the ranges the hybrid's shard rule puts on ps j
+  (tfbench.perfmodel.sparse.ranges);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
   the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
   on the ps), fitted by least squares on t - c(N) = o + (1/eta) b(N)/beta over the fitted runs.
@@ -34,8 +38,9 @@ import numpy as np
 from tfbench.perfmodel import intervals, protocols
 from tfbench.perfmodel.dense import shards
 from tfbench.perfmodel.sparse import laws as sparse
+from tfbench.perfmodel.sparse import ranges
 
-PS, ALL_GATHER = protocols.PS, protocols.ALL_GATHER
+PS, ALL_GATHER, HYBRID = protocols.PS, protocols.ALL_GATHER, protocols.HYBRID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,7 @@ class Setting:
     top: Tuple[int, ...] = (64, 32)
     partitioner: str = "min_size"  # how a parameter server splits the variables (--ps_partitioner)
     min_shard_bytes: int = shards.MIN_SHARD_BYTES
+    shard_rule: str = "rotated"  # where the hybrid's table ranges live (--hybrid_shard_rule)
 
     @property
     def row_bytes(self) -> float:
@@ -92,12 +98,24 @@ class Setting:
         return out
 
 
+    def rows_per_range_ps(self, num_ps: int) -> List[float]:
+        """E[distinct rows one worker's step touches on each ps] under the hybrid's shard rule."""
+        draws, out = self.batch_size * self.ids_per_feature, [0.0] * num_ps
+        for rows, placed in zip(self.table_rows, ranges.placed(self.table_rows, num_ps, self.shard_rule)):
+            for start, end, k in placed:
+                out[k] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
+        return out
+
+
 def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
     """b(N): bytes the busiest host's link carries one way per step (module docstring)."""
     if n <= 1:
         return 0.0
     row, u = setting.row_bytes, setting.rows_per_worker()
     dense = setting.dense_bytes
+    if kind == HYBRID:
+        rows = (row + sparse.INDEX_BYTES) * ((n - 1) / n * u + (n - 1) * max(setting.rows_per_range_ps(n)))
+        return 2 * (n - 1) / n * dense + rows
     if kind != PS:
         return 2 * (n - 1) / n * dense + sparse.allgather_bytes(n, u, row)
     share = (n - 1) / n
@@ -190,16 +208,17 @@ def fit_all(observations: Sequence[Observation], max_n: int) -> Dict[str, Fit]:
 
 
 def crossover(fits: Dict[str, Fit], kinds: Dict[str, str], setting: Setting, link_bytes_per_s: float,
-              workers: Sequence[int]) -> Optional[int]:
-    """The fewest workers (of `workers`) at which every parameter-server strategy's predicted
-    rate is above every all-gather strategy's, from there on; None if it never is."""
-    ps = [s for s in fits if kinds[s] == PS]
-    gather = [s for s in fits if kinds[s] != PS]
-    if not ps or not gather:
+              workers: Sequence[int], ahead: str = PS, behind: Sequence[str] = (ALL_GATHER,)) -> Optional[int]:
+    """The fewest workers (of `workers`) at which every strategy of kind `ahead` (the parameter
+    server) is predicted above every strategy of the kinds `behind` (all-gather), from there on;
+    None if it never is (or either side has no fitted strategy)."""
+    lead = [s for s in fits if kinds[s] == ahead]
+    rest = [s for s in fits if kinds[s] in behind]
+    if not lead or not rest:
         return None
     wins = [n for n in workers
-            if min(fits[s].rate(PS, n, setting, link_bytes_per_s) for s in ps)
-            > max(fits[s].rate(ALL_GATHER, n, setting, link_bytes_per_s) for s in gather)]
+            if min(fits[s].rate(ahead, n, setting, link_bytes_per_s) for s in lead)
+            > max(fits[s].rate(kinds[s], n, setting, link_bytes_per_s) for s in rest)]
     for i, n in enumerate(workers):
         if wins and wins == list(workers[i:]):
             return n
