@@ -219,15 +219,19 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
 
 
 def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
-    """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps),
+    """ps-only axes take their neutral value off parameter_server (num_ps 0 means one ps; a strategy
+    whose ps serve rows only keeps num_ps and ps_placement, and is synchronous by its own step),
     num_local_devices off mirrored (where 0 means one device), and slurm_nodes off Slurm."""
     values = dict(values)
     if values["num_ps"] == PER_WORKER:
         values["num_ps"] = values["num_workers"]
     if "slurm_nodes" not in kind_of(values).accepts:
         values["slurm_nodes"] = _DEFAULTS.slurm_nodes
-    if not strategy_traits.get(values["strategy"]).ps_tasks:
+    traits = strategy_traits.get(values["strategy"])
+    if not traits.ps_tasks:
         values.update(_PS_ONLY)
+    elif not traits.coordinated:  # ps that serve rows only: no synchronous or bounded mode of their own
+        values.update(ps_sync=False, ps_staleness_bound=-1)
     if values["ps_sync"]:
         values["ps_staleness_bound"] = -1  # a synchronous ps has no bound to set
     values["num_ps"] = config_lib.effective_num_ps(values["strategy"], values["num_ps"])
