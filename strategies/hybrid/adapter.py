@@ -64,11 +64,14 @@ class HybridAdapter(HorovodAdapter):
 
     def after_build(self) -> None:
         """Rank 0's dense weights to every rank; the tables' initial values, which rank 0 wrote on
-        the ps, are there for every rank once this barrier is passed."""
+        the ps, are there for every rank once this barrier is passed (rank 0 reads a row of every
+        range first: its writes to a ps were queued there, not done)."""
         variables = list(self.dense) + (list(self.optimizer.variables()) if self.config.mode == "train" else [])
         self.hvd.broadcast_variables(variables, root_rank=0)
-        if self.tables.tables:
-            self.tables.tables[0].variables[0].sparse_read([0]).numpy()  # rank 0's writes are done
+        if self.tables.initialise:  # remote ops run asynchronously: a read of every range waits for its write
+            for table in self.tables.tables:
+                for piece in table.variables:
+                    piece.sparse_read([0]).numpy()
         self.barrier("tables_initialised")
 
     def weights(self):
