@@ -97,7 +97,7 @@ class StrategyAdapter(abc.ABC):
             self.model = self.config.workload.build(self.config)
             self.optimizer = precision.wrap_optimizer(steps.optimizer(self.config), self.config.precision)
             if self.config.mode == "train":
-                self.optimizer.build(self.model.trainable_variables)
+                steps.prepare(self.optimizer, self.model.trainable_variables)
         startup.mark("model_built")
 
     def weights(self):
@@ -115,7 +115,18 @@ class StrategyAdapter(abc.ABC):
         """Task-record fields every adapter reports."""
         c = self.config
         return TaskSummary(c.strategy, c.batch_size, self.replicas, self.local_replicas, self.global_batch_size,
-                           c.model, c.mode, c.precision)
+                           c.model, c.mode, c.precision,
+                           optimizer=steps.optimizer_record(c, self.update_applied_by) if c.mode == "train" else None)
+
+    update_applied_by = ""  # who applies the update, if not the optimizer in every replica's step
+    # initial_weights: a copy of every weight before the first step, kept only when asked (tfbench.task's
+    # weight dump): under a parameter server a copy would bring every table to the coordinator
+    keeps_initial_weights = False
+    initial_weights = None
+
+    def keep_initial_weights(self) -> None:
+        if self.keeps_initial_weights:
+            self.initial_weights = self.weights()
 
     def summary_parts(self) -> list:
         """The strategy's own parts of every record it writes (its knobs, its communication plan)."""
@@ -208,7 +219,7 @@ class SyncAdapter(StrategyAdapter):
         with self.device_scope():
             self.build_model()
             self.after_build()
-            self.initial_weights = self.weights()
+            self.keep_initial_weights()
             return self.make_step()
 
     def after_build(self) -> None:

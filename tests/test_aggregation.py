@@ -19,7 +19,7 @@ def single_device_step(config_dict, initial, shards):
     config = RunConfig.from_dict(config_dict)
     model = config.workload.build(config)
     optimizer = steps.optimizer(config)
-    optimizer.build(model.trainable_variables)
+    steps.prepare(optimizer, model.trainable_variables)
     for variable, value in zip(model.trainable_variables, initial):
         variable.assign(value)
     batches = [config.workload.batch(config, config.batch_size, int(s)) for s in shards]

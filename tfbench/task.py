@@ -130,6 +130,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     from tfbench.loop.benchmark import Profiler, Reporter
 
     adapter = strategies.create(config, task, plan, run)  # run: where the other tasks' logs (placement evidence) are
+    adapter.keeps_initial_weights = bool(os.environ.get(DUMP_WEIGHTS_ENV))  # a copy of every weight: only if asked
     startup.mark("strategy_ready")
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,

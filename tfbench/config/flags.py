@@ -41,6 +41,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "num_warmup_steps", "Steps run before timing starts (never timed)."),
         ("integer", "num_steps", "Measured steps."),
         ("float", "learning_rate", "SGD learning rate."),
+        ("string", "optimizer", "The SGD every strategy trains with: " + "; ".join(
+            f"{name} ({cls}; its update of an embedding table's sparse gradient costs {cost})"
+            for name, (cls, cost) in config_lib.OPTIMIZERS.items()) + "."),
         ("integer", "num_layers", "Transformers: encoder layers (0: the preset's)."),
         ("integer", "hidden_size", "Transformers: hidden size (0: the preset's; a multiple of --num_heads)."),
         ("integer", "num_heads", "Transformers: attention heads (0: the preset's)."),

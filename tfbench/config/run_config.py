@@ -21,6 +21,7 @@ class RunConfig:
     num_warmup_steps: int = 5
     num_steps: int = 10
     learning_rate: float = 0.1
+    optimizer: str = "sgd"  # tfbench.config.choices.OPTIMIZERS: the legacy SGD (sparse updates scatter rows) or sgd_v2
     logdir: str = "runs"
     run_id: str = ""
     cores_per_worker: int = 0  # 0: this machine's cores split evenly among the local workers
