@@ -180,10 +180,10 @@ class SyncAdapter(StrategyAdapter):
 
     def _batches(self) -> Callable[[], object]:
         """What each step gets: synthetic data is one fixed batch per replica, made once; real
-        input is read on, each task's pipeline from its own shards (the workload's dataset:
-        tfbench.data)."""
+        input, and a workload whose examples are a stream (a recommender's clicks), is read on,
+        each task's pipeline from its own shards (the workload's dataset: tfbench.data)."""
         strategy, config = self.strategy, self.config
-        if not config.reads_input:
+        if not config.reads_input and not config.workload.streams:
             values = strategy.experimental_distribute_values_from_function(
                 lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
             return lambda: values

@@ -88,7 +88,7 @@ class HorovodAdapter(SyncAdapter):
     def _rank_batches(self):
         """This rank's data: its fixed synthetic batch, or its shards of real input read on
         (the workload's dataset: tfbench.data)."""
-        if not self.config.reads_input:
+        if not self.config.reads_input and not self.config.workload.streams:
             batch = self._replica_batch(self.hvd.rank())
             return lambda: batch
         dataset = self.config.workload.dataset(self.config, self.hvd.rank(), self.hvd.size(), self.config.batch_size,

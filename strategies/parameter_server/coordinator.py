@@ -107,7 +107,7 @@ class ParameterServerAdapter(StrategyAdapter):
         def dataset_fn(_context):
             shard = tf.distribute.coordinator.experimental_get_current_worker_index()
             workload = config.workload
-            if config.reads_input:  # this worker's shards of the real input, read on
+            if config.reads_input or workload.streams:  # this worker's shard of the real input (or stream), read on
                 return workload.dataset(config, shard, num_workers, config.batch_size, cores).map(
                     lambda x, y: (x, y, tf.cast(shard, tf.int32)))
             return (tf.data.Dataset.from_tensors(shard)

@@ -84,6 +84,12 @@ class PsFields:
     knobs: Dict = flat()
     comm_plan: Optional[Dict] = absent()
     ps_rows: Optional[Dict] = absent()  # embedding tables: the rows each ps serves per step
+    ps_row_skew: Optional[float] = absent()  # the busiest ps's rows per global step over the mean (ps_rows)
+    num_ps_source: Optional[str] = absent()  # why this many ps, when --num_ps left it to the workload
+
+    def __post_init__(self):
+        if self.ps_rows and self.ps_row_skew is None:
+            self.ps_row_skew = ps_placement.row_skew(self.ps_rows)
 
 
 @dataclasses.dataclass
@@ -131,6 +137,15 @@ class PsCoordinator:
     update_location: Optional[str] = absent()
 
 
+def num_ps_source(config) -> str:
+    """Why a run has its ps when --num_ps is 0: the workload's default."""
+    n = config.effective_num_ps
+    if n == 1:
+        return "--num_ps=0: one ps"
+    return (f"{config.model}'s default for --num_ps=0: one ps per worker, at least 2, so that every table larger "
+            f"than a shard (--ps_partitioner) is split over them and each host serves its share of the rows")
+
+
 def measurements(adapter, run: PsRun) -> List[Measurement]:
     """One Measurement per worker (worker-side times) plus the coordinator's own, which is
     the cluster's step series (one sample per global step, or per round of N updates)."""
@@ -151,7 +166,8 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
                       comm.plan_parameter_server([int(c.shape.num_elements()) * c.dtype.size
                                                   for v in dense_variables(adapter.model)
                                                   for c in (getattr(v, "variables", None) or [v])])
-                      if train else None, ps_placement.rows_per_ps(adapter.model, config, n) or None)
+                      if train else None, ps_placement.rows_per_ps(adapter.model, config, n) or None,
+                      num_ps_source=None if config.num_ps else num_ps_source(config))
     checkpoint = Checkpointing(config.checkpoint_every, run.first_step) if config.checkpoint_every else None
     last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
     window_s = last_global_end - coordinator_steps[0].start_wall

@@ -60,16 +60,22 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "embedding_rows", "dlrm: rows R of every table."),
         ("integer", "embedding_dim", "Dimensions D of every row (and of the bottom MLP's output)."),
         ("integer", "ids_per_feature", "Ids h per categorical feature and example (multi-hot; their rows are summed)."),
-        ("float", "zipf_alpha", "Ids drawn from a Zipf law of this exponent over a table's rows, the first rows "
-                                "the hottest (0: uniform)."),
+        ("float", "zipf_alpha", "Categorical values drawn from a Zipf law of this exponent over a table's values "
+                                "(0: uniform)."),
         ("integer", "dense_features", "Dense input features of the bottom MLP."),
         ("float", "embedding_scale", "dlrm_criteo: every Criteo Kaggle table's rows times this (1: 33.8 M rows, "
                                      "2.2 GB at dimension 16)."),
+        ("string", "id_layout", "Each value's row: hashed (a fixed pseudo-random permutation of the table's rows, "
+                                "as hashing categorical values does: hot values on every shard) or hot_first (row = "
+                                "value: the hottest rows first, all on a table's first shard)."),
+        ("float", "target_auc", "Record the training time and examples to this held-out AUC (0: none); with "
+                                "--eval_every, or alone (10 evaluations a run), the held-out AUC is measured."),
     )),
     ("Data and convergence", (
         ("string", "dataset", "synthetic (ImageNet-like noise, no accuracy) or digits (scikit-learn's handwritten "
                               "digits, shipped in the package; 20% held out for evaluation)."),
-        ("integer", "eval_every", "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run)."),
+        ("integer", "eval_every", "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run); "
+                                  "recommenders: held-out AUC (0: only with --target_auc)."),
         ("float", "target_accuracy", "Real data: record the training time to this held-out accuracy (0: none)."),
         ("string", "data_dir", "Image workloads: a directory of TFRecord shards (train-*) of JPEG images in "
                                "ImageNet's layout (image/encoded, image/class/label; python -m tools.data writes "

@@ -38,6 +38,8 @@ class RunConfig:
     zipf_alpha: float = 1.0  # ids drawn from Zipf(alpha) over a table's rows; 0: uniform
     dense_features: int = 13  # dense inputs of the bottom MLP
     embedding_scale: float = 0.25  # dlrm_criteo: Criteo Kaggle's rows x this
+    id_layout: str = "hashed"  # each value's row: a fixed hash of it (hashed) or the value itself (hot_first)
+    target_auc: float = 0.0  # record the training time to this held-out AUC; 0: none
     # Distribution.
     strategy: str = "default"
     num_workers: int = 1
@@ -144,7 +146,10 @@ class RunConfig:
 
     @property
     def effective_num_ps(self) -> int:
-        return choices.effective_num_ps(self.strategy, self.num_ps)
+        """--num_ps, or with 0 the workload's default (one ps; a recommender's tables sharded over several)."""
+        if self.num_ps or not strategy_traits.get(self.strategy).has_ps:
+            return choices.effective_num_ps(self.strategy, self.num_ps)
+        return self.workload.default_num_ps(self.num_workers)
 
     @property
     def effective_num_local_devices(self) -> int:

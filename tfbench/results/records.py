@@ -241,7 +241,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         if tasks[0].get(key):
             record[key] = tasks[0][key]
     record.update(training_dynamics(task_records))
-    for key in ("workload", "sparse"):  # the same in every task's record: what the workload is and touches
+    for key in ("workload", "sparse", "ps_row_skew", "optimizer"):  # the same in every task's record
         found = next((r[key] for r in tasks if r.get(key)), None)
         if found:
             record[key] = found
