@@ -174,7 +174,7 @@ class SyncAdapter(StrategyAdapter):
                 local = strategy.experimental_local_results
                 return tf.add_n(list(local(losses))), tf.reduce_max(tf.stack(list(local(marks))))
 
-        sample = batches()
+        sample, batches = peek(batches)
         self.step_function = lambda: step.get_concrete_function(sample)
         return on_host(step, batches)
 
@@ -249,6 +249,13 @@ class SyncAdapter(StrategyAdapter):
                             loop.timings, self.summary(), placed, convergence,
                             Checkpointing(self.config.checkpoint_every, first) if saver else None,
                             (*self.summary_parts(), steps))]
+
+
+def peek(batches: Callable[[], object]):
+    """(the first batch, a `batches` that gives that batch first): a sample to trace the step with
+    that the first step still trains on (a stream's first batch is step 0's)."""
+    first = [batches()]
+    return first[0], lambda: first.pop() if first else batches()
 
 
 def on_host(step: Callable, batches: Callable[[], tuple]) -> Callable[[], Marks]:

@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Callable, Dict, Optional
 
-from strategies.base import SyncAdapter, on_host
+from strategies.base import SyncAdapter, on_host, peek
 from strategies.measurement import absent, flat
 from strategies.multi_worker_mirrored import gradient_bytes
 from tfbench.config import knobs
@@ -81,7 +81,7 @@ class HorovodAdapter(SyncAdapter):
                                               tape_wrapper=wrap, marks=marks)
                 return value, mark
 
-        sample = batches()
+        sample, batches = peek(batches)
         self.step_function = lambda: step.get_concrete_function(sample)
         return on_host(step, batches)
 

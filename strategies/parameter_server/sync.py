@@ -132,23 +132,31 @@ class SyncOnPs:
                 return settled(loss, written), computed
 
         def replica_fn(images, labels, worker, step):
-            read = iterations.read_value()  # the version of strategies.parameter_server.staleness, before the weights
-            with tf.control_dependencies([read]):
-                fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
-                loss, computed = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
-                                         lambda: (tf.constant(0.0, tf.float32), tf.timestamp()))
-            return loss, computed, fresh, read
+            with tf.control_dependencies([in_hand((images, labels))]):
+                return contribute(images, labels, worker, step)
+
+        def with_batch(iterator, worker, step):
+            """A fresh closure: the worker's next batch, its gradient pushed."""
+            images, labels, _ = next(iterator)
+            got = in_hand((images, labels))
+            with tf.control_dependencies([got]):  # the closure's reads from the ps count from the batch on
+                loss, computed = on_this_worker(strategy.run(replica_fn, args=(images, labels, worker, step)))
+            return loss, got, computed
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator, step):
+            """One closure: read the version (strategies.parameter_server.staleness) and whether this worker
+            already gave this global step its gradient; only a fresh closure takes a batch, so that every
+            worker's k-th batch is the one of global step k."""
             start = tf.timestamp()
+            worker = tf.cast(tf.distribute.coordinator.experimental_get_current_worker_index(), tf.int64)
             with tf.control_dependencies([start]):
-                images, labels, worker = next(iterator)
-            got = in_hand((images, labels, worker))
-            with tf.control_dependencies([got]):  # the closure's reads from the ps count from the batch on
-                loss, computed, fresh, read = on_this_worker(
-                    strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
-            with tf.control_dependencies([loss, computed, fresh, read]):
+                read = iterations.read_value()  # before the weights
+            with tf.control_dependencies([read]):
+                fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
+            loss, got, computed = tf.cond(fresh, lambda: with_batch(iterator, worker, step),
+                                          lambda: (tf.constant(0.0, tf.float32), tf.timestamp(), tf.timestamp()))
+            with tf.control_dependencies([loss, computed]):
                 end = tf.timestamp()
             return packed({"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
                            "worker": worker, "fresh": fresh, "read": read})
