@@ -148,7 +148,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     if sparse:
         from tfbench.measure import sparse as sparse_wire
 
-        sparse["wire"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
+        sparse["wire_by_rule"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
     for m in measurements:
         extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, workload=workload.summary(config),
                      **task_facts(run, plan, task, m))

@@ -11,12 +11,14 @@ One synchronous step at N workers of one core each:
   slope fits to about 0);
 - b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse):
   all-gather, 2(N-1)/N |w_dense| + (N-1) u (row + 8); a parameter server with a ps on every host
-  (k = N), the most any host sends or receives: its worker's pushes and pulls to the other hosts,
-  (N-1)/N (|w_dense| + u (row + 8)), plus what its ps serves the N - 1 other workers,
-  (N-1)/N |w_dense| + (N-1) r_j (row + 8) with r_j the rows of the table shards on ps j one
-  worker's batch touches: the model's variables split by the run's partitioner and placed
-  round-robin as TensorFlow places them (tfbench.perfmodel.shards), each shard's rows counted by
-  the sparse law (a table's hottest rows are its first: its first shard is its busiest);
+  (k = N), the more of what a host sends and what it receives, the share (N-1)/N of each going to
+  or coming from the other hosts: its worker's dense pull and push, its rows' pushes with their ids
+  and the ids of its pulls (u (row + 16) out, u row in), and what its ps serves the N workers
+  (n r_j row out, n r_j (row + 16) in), r_j the rows of the table shards on ps j one worker's batch
+  touches: the model's variables split by the run's partitioner and placed round-robin as
+  TensorFlow places them (tfbench.perfmodel.shards), each shard's rows counted by the sparse law
+  (hot_first ids: a table's hottest rows are its first, its first shard the busiest; hashed ids:
+  every row equally likely to be a hot value's, a shard's rows in proportion to its size);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
   the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
   on the ps), fitted by least squares on t - c(N) = o + (1/eta) b(N)/beta over the fitted runs.
@@ -51,6 +53,7 @@ class Setting:
     top: Tuple[int, ...] = (64, 32)
     partitioner: str = "min_size"  # how a parameter server splits the variables (--ps_partitioner)
     min_shard_bytes: int = shards.MIN_SHARD_BYTES
+    id_layout: str = "hot_first"  # each value's row (--id_layout; runs before it was a flag: hot_first)
 
     @property
     def row_bytes(self) -> float:
@@ -85,7 +88,10 @@ class Setting:
             start = 0
             for piece in [p for p in placed.pieces if p.variable.name.startswith(f"table_{t}/")]:
                 end = start + piece.variable.shape[0]
-                out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
+                if self.id_layout == "hashed":  # hot values anywhere: a shard's rows in proportion to its size
+                    out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws) * (end - start) / rows
+                else:
+                    out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
                 start = end
         return out
 
@@ -98,10 +104,11 @@ def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
     dense = setting.dense_bytes
     if kind != PS:
         return 2 * (n - 1) / n * dense + sparse.allgather_bytes(n, u, row)
-    share = (n - 1) / n
-    own = share * (dense + u * (row + sparse.INDEX_BYTES))
-    served = max(share * (dense + n * r * (row + sparse.INDEX_BYTES)) for r in setting.rows_per_shard(n))
-    return own + served
+    share, ids = (n - 1) / n, sparse.INDEX_BYTES
+    busiest = max(setting.rows_per_shard(n))
+    sent = dense + u * (row + 2 * ids) + dense + n * busiest * row
+    received = dense + u * row + dense + n * busiest * (row + 2 * ids)
+    return share * max(sent, received)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ touches E[unique] at n = N B h rows (their union). Wire bytes per step (row = 4 
 values, 8 bytes per int64 row id):
 
   all-gather (MultiWorkerMirrored, Horovod):  (N - 1) u (row + 8) received per host
-  parameter server, per worker:              u (2 row + 8)      (pull the rows, push gradients and ids)
+  parameter server, per worker:              2 u (row + 8)      (pull: ids out, rows in; push: rows and ids)
   parameter server, per ps host:             sum over workers of the rows of its shards x (2 row + 8)
   dense fallback (Horovod sparse_as_dense):  2 (N - 1) / N x the tables' bytes per host
 
@@ -78,8 +78,9 @@ def allgather_bytes(workers: int, unique_rows: float, row_bytes: float) -> float
 
 
 def ps_worker_bytes(unique_rows: float, row_bytes: float) -> float:
-    """Bytes one parameter-server worker moves for its rows per update: pull, and push with ids."""
-    return unique_rows * (2 * row_bytes + INDEX_BYTES)
+    """Bytes one parameter-server worker moves for its rows per update: pull (it sends the ids, the
+    ps the rows) and push (the rows' gradients with their ids)."""
+    return 2 * unique_rows * (row_bytes + INDEX_BYTES)
 
 
 def dense_fallback_bytes(workers: int, table_bytes: float) -> float:

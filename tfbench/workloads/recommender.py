@@ -139,6 +139,8 @@ class RecommenderWorkload(Workload):
         rows = self.table_rows(config)
         steps = [self.touched_rows(config, k) for k in range(FACT_STEPS)]
         per_shard = np.mean([[sum(ids.size for ids in shard) for shard in touched] for touched in steps], axis=0)
+        # an all-gather that pads: every worker's rows of a table as many as the most any worker touched
+        padded = np.mean([sum(max(shard[t].size for shard in touched) for t in range(len(rows))) for touched in steps])
         union = np.mean([[np.unique(np.concatenate([shard[t] for shard in touched])).size for t in range(len(rows))]
                          for touched in steps], axis=0)
         return {"tables": len(rows), "rows": list(rows), "embedding_dim": config.embedding_dim,
@@ -146,6 +148,7 @@ class RecommenderWorkload(Workload):
                 "unique_rows_per_shard": [round(float(u), 2) for u in per_shard],
                 "unique_rows_all_shards": round(float(union.sum()), 2),
                 "unique_rows_per_table": [round(float(u), 2) for u in union], "row_bytes": 4 * config.embedding_dim,
+                "padded_rows_per_shard": round(float(padded), 2),
                 "steps_counted": FACT_STEPS, "id_layout": config.id_layout,
                 "definition": "rows of the embedding tables a step's ids touch, each once (the model looks up "
                               "unique ids): per data shard (a worker's batch) and over all shards (a global step), "

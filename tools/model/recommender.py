@@ -40,7 +40,7 @@ def setting_of(workload: dict, config: dict) -> rec.Setting:
                        float(workload["zipf_alpha"]), int(config["batch_size"]), 4.0 * float(workload["dense_params"]),
                        int(workload["dense_features"]), tuple(workload.get("bottom_mlp", (64, 32))),
                        tuple(workload.get("top_mlp", (64, 32))), str(config.get("ps_partitioner", "min_size")),
-                       int(config.get("ps_min_shard_bytes") or 256 << 10))
+                       int(config.get("ps_min_shard_bytes") or 256 << 10), str(workload.get("id_layout", "hot_first")))
 
 
 def observation(run: Run):

@@ -40,7 +40,7 @@ def busiest_link(point: Point) -> str:
 
 
 def rule_bytes(sparse: Dict) -> str:
-    wire = sparse.get("wire") or {}
+    wire = sparse.get("wire_by_rule") or sparse.get("wire") or {}  # "wire": records before the name said so
     size = wire.get("per_worker_step_bytes", wire.get("per_host_step_bytes"))
     if size is None:
         return "–"
