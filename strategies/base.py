@@ -13,12 +13,13 @@ import os
 import time
 from typing import Callable, Dict, List, Optional
 
-from strategies import devices, placement
+from strategies import devices, placement, step_graph
 from strategies.measurement import Checkpointing, Measurement, TaskSummary, absent
 from tfbench.framework import precision
 from tfbench.loop import benchmark, steps
 from tfbench.loop.step_loop import StepLoop
 from tfbench.measure import startup
+from tfbench.models.tables import embedding_tables
 
 
 @dataclasses.dataclass
@@ -30,6 +31,7 @@ class SyncSteps:
     step_computed_wall: List[float]
     step_input_wall: List[float]
     step_collective_ops: Optional[Dict] = absent()
+    step_graph: Optional[Dict] = absent()  # embedding tables: what the traced step does with them (strategies.step_graph)
 
     @classmethod
     def of(cls, marks: List["Marks"]) -> "SyncSteps":
@@ -245,6 +247,9 @@ class SyncAdapter(StrategyAdapter):
             function = self.step_function()
             placed["requested_op_devices"] = placement.requested_op_devices(function)
             steps.step_collective_ops = placement.collective_ops(function)
+            tables = [p for t in embedding_tables(self.model) for p in [t, *getattr(t, "variables", [])]]
+            if tables and self.config.mode == "train":
+                steps.step_graph = step_graph.summary([function], tables)
         return [Measurement(self.task.role, self.task.index, self.config.batch_size * self.local_replicas,
                             loop.timings, self.summary(), placed, convergence,
                             Checkpointing(self.config.checkpoint_every, first) if saver else None,

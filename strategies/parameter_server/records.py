@@ -7,6 +7,7 @@ import collections
 import dataclasses
 from typing import Dict, List, Optional
 
+from strategies import step_graph
 from strategies.measurement import Checkpointing, Measurement, absent, flat
 from strategies.parameter_server import split as ps_split
 from strategies.parameter_server import staleness
@@ -15,7 +16,7 @@ from strategies.parameter_server.ops import PsLog
 from tfbench.config import knobs
 from tfbench.loop.step_loop import StepLoop, StepTiming
 from tfbench.measure import comm
-from tfbench.models.tables import dense_variables
+from tfbench.models.tables import dense_variables, embedding_tables
 
 IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
             "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
@@ -135,6 +136,8 @@ class PsCoordinator:
     apply_step_s: Optional[List[float]] = absent()
     skipped_closures: Optional[int] = absent()
     update_location: Optional[str] = absent()
+    step_graph: Optional[Dict] = absent()  # embedding tables: the traced worker step's rows (strategies.step_graph)
+    apply_graph: Optional[Dict] = absent()  # and the synchronous update's on the ps
 
 
 def num_ps_source(config) -> str:
@@ -222,7 +225,13 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         chief.bound_waits, chief.late_updates = log.bound_waits, len(log.late_updates)
     if sync:
         chief.apply_step_s, chief.skipped_closures = run.apply_s, run.skipped
-        chief.update_location = "ps (accumulators and update on the ps tasks)"
+        chief.update_location = "ps (accumulators, a table's row slots and the update on the ps tasks)"
+    tables = [p for t in embedding_tables(adapter.model) for p in [t, *getattr(t, "variables", [])]]
+    if tables and train:
+        chief.step_graph = step_graph.summary(adapter.worker_step._list_all_concrete_functions(), tables)  # noqa: SLF001
+        if sync:
+            chief.apply_graph = step_graph.summary(adapter.sync_step.apply._list_all_concrete_functions(),  # noqa: SLF001
+                                                   tables)
     convergence = adapter.evaluator.summary() if adapter.evaluator is not None else None
     out.append(Measurement("chief", 0, config.batch_size * n, coordinator_steps, summary,
                            adapter.placement_report("chief", 0), convergence, checkpoint, (common, chief)))

@@ -6,8 +6,10 @@ task the launcher would start on this machine:
 
 - the TensorFlow runtime of one process (RUNTIME_BYTES; a tiny-model task peaks near it here);
 - weights: every task that builds the model holds |w| (the PS coordinator and workers read the
-  ps' copy but keep their own gradients, |w| again); a ps holds its share of |w| and the
-  optimizer's share;
+  ps' copy but keep their own gradients, |w| again); a ps holds its share of |w| and, for the
+  dense variables, as much again (a synchronous ps's accumulators); of an embedding table only its
+  shard (the update scatters the touched rows, and a synchronous ps keeps them in row slots),
+  twice that under --optimizer=sgd_v2, whose sparse update makes temporaries of the whole table;
 - activations: train keeps every float output of the forward pass for the backward pass (the
   floats of one example's forward graph x examples per step; their gradients are transient);
   forward needs about the largest op's input, output and workspace (3 x its output x examples).
@@ -118,9 +120,10 @@ def _write_cache(key: str, value: dict) -> None:
 def task_bytes(role: str, config, model: Dict[str, int], examples_per_step: int) -> int:
     """Estimated peak bytes of one task (see the module docstring)."""
     weights = 4 * model["params"]
-    if role == "ps":
-        return RUNTIME_BYTES + 2 * weights // max(1, config.effective_num_ps)
     tables = config.workload.replicated_bytes(config)  # embedding tables: sparse gradients, the touched rows only
+    if role == "ps":
+        whole_table = 2 if config.optimizer == "sgd_v2" else 1
+        return RUNTIME_BYTES + (2 * (weights - tables) + whole_table * tables) // max(1, config.effective_num_ps)
     if config.traits.has_ps:  # a parameter server's tables stay on the ps: a worker holds the rows it touches
         weights -= tables
         tables = 0

@@ -29,6 +29,7 @@ it never saw (validate).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -82,6 +83,9 @@ class Setting:
     def rows_per_shard(self, num_ps: int) -> List[float]:
         """E[distinct rows one worker's step touches on each ps], the tables split and placed as
         TensorFlow's partitioner and round-robin placer put them."""
+        return list(_rows_per_shard(self, num_ps))
+
+    def _rows_per_shard(self, num_ps: int) -> Tuple[float, ...]:
         placed = shards.place(self.variables(), num_ps, self.partitioner, self.min_shard_bytes)
         draws, out = self.batch_size * self.ids_per_feature, [0.0] * num_ps
         for t, rows in enumerate(self.table_rows):
@@ -93,7 +97,12 @@ class Setting:
                 else:
                     out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
                 start = end
-        return out
+        return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rows_per_shard(setting: Setting, num_ps: int) -> Tuple[float, ...]:
+    return setting._rows_per_shard(num_ps)  # noqa: SLF001 - its cache
 
 
 def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
@@ -245,5 +254,58 @@ def spread(observations: Sequence[Observation], point_fit: Fit, draws: int = 200
 
 
 def spreads(observations: Sequence[Observation], fits: Dict[str, Fit], max_n: int) -> Dict[str, Spread]:
-    """Each fitted strategy's Spread, from the same runs its fit used (N <= max_n)."""
-    return {s: spread([o for o in observations if o.strategy == s and o.n <= max_n], f) for s, f in fits.items()}
+    """Each fitted strategy's Spread: the refits of its own runs (N <= max_n), and a new run's
+    scatter from the residuals of every strategy whose step has the same form (its kind: the
+    all-gather strategies share one), each about its own fit, pooled: their median absolute
+    deviation (at least NOISE_FLOOR), with the degrees of freedom of them all, the sum of each
+    strategy's runs - 2."""
+    fitted = {s: [o for o in observations if o.strategy == s and o.n <= max_n] for s in fits}
+    kind_of = {s: obs[0].kind for s, obs in fitted.items() if obs}
+    pooled: Dict[str, Tuple[float, float]] = {}
+    for kind in set(kind_of.values()):
+        residuals, dof = [], 0.0
+        for s in (s for s, k in kind_of.items() if k == kind):
+            residuals += [o.step_s / fits[s].step_s(o.kind, o.n, o.setting, o.link_bytes_per_s) - 1 for o in fitted[s]]
+            dof += max(0, len(fitted[s]) - 2)
+        _, mad = intervals.robust_scale(residuals) if len(residuals) > 1 else (0.0, 0.0)
+        pooled[kind] = (max(1.0, dof), max(NOISE_FLOOR, mad))
+    out = {}
+    for s, obs in fitted.items():
+        dof, scale = pooled[kind_of[s]]
+        out[s] = Spread(refits(obs), scale, dof, len(obs))
+    return out
+
+
+def crossover_interval(fits: Dict[str, Fit], spreads_: Dict[str, Spread], kinds: Dict[str, str], setting: Setting,
+                       link_bytes_per_s: float, max_n: int, level: float = intervals.LEVEL):
+    """(point, low, high) of the fewest workers from which the parameter server stays ahead, over
+    every N of 2..max_n: the point from the fits, the ends the (1 - level)/2 and (1 + level)/2
+    quantiles over the strategies' refits, each scaled by a draw of its scatter (independent draws
+    per strategy); None for a crossover past max_n (never, as far as looked)."""
+    workers = list(range(2, max_n + 1))
+    point = crossover(fits, kinds, setting, link_bytes_per_s, workers)
+    if len(set(kinds[s] for s in spreads_)) < 2:
+        return point, None, None
+    draws = min(len(sp.refits) for sp in spreads_.values())
+    scaled = {s: [max(0.05, 1 + sp.scale * d) for d in intervals.scatter_draws(sp.dof, draws, intervals.SEED + i)]
+              for i, (s, sp) in enumerate(sorted(spreads_.items()))}
+    found = []
+    for i in range(draws):
+        rates = {s: [sp.refits[i].rate(kinds[s], n, setting, link_bytes_per_s) * scaled[s][i] for n in workers]
+                 for s, sp in spreads_.items()}
+        ps = [s for s in rates if kinds[s] == PS]
+        gather = [s for s in rates if kinds[s] != PS]
+        ahead = [min(rates[s][j] for s in ps) > max(rates[s][j] for s in gather) for j in range(len(workers))]
+        first = next((workers[j] for j in range(len(workers)) if all(ahead[j:])), None)
+        found.append(first if first is not None else np.inf)
+    low, high = np.quantile(np.asarray(found, dtype=float), [(1 - level) / 2, (1 + level) / 2])
+    return point, (None if np.isinf(low) else int(low)), (None if np.isinf(high) else int(high))
+
+
+def crossover_text(point, low, high, max_n: int) -> str:
+    """The crossover as an interval of N, in words."""
+    beyond = f"beyond {max_n}"
+    ends = f"90% interval of N: {low if low is not None else beyond} to {high if high is not None else beyond}"
+    if point is None:
+        return f"no crossover up to N={max_n}: the parameter server is not predicted to stay ahead of all-gather ({ends})"
+    return (f"crossover at N={point}: the parameter server is predicted ahead of all-gather from there on ({ends})")
