@@ -24,7 +24,7 @@ NETWORKS = ("local", "emulated")
 # update of an embedding table's sparse gradient (IndexedSlices) costs on TF 2.21 with tf_keras).
 OPTIMIZERS = {
     "sgd": ("tf_keras.optimizers.legacy.SGD", "a scatter of the rows the step touched"),
-    "sgd_v2": ("tf_keras.optimizers.SGD", "Keras' v2 optimizer: the whole table, whatever rows the step touched"),
+    "sgd_v2": ("tf_keras.optimizers.SGD", "the whole table, whatever rows the step touched"),
 }
 # Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
 # and today's data-centre Ethernet, for the performance model's predictions (tools.model).
