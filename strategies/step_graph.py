@@ -11,7 +11,7 @@ import re
 from typing import Dict, Iterable, List
 
 _ROW_OPS = re.compile(r"Scatter|Gather|SparseApply")
-_COLLECTIVE = re.compile(r"Collective|AllReduce|Allreduce|Allgather|Broadcast", re.IGNORECASE)
+_COLLECTIVE = re.compile(r"^Collective|AllReduce|Allreduce|Allgather|AllGather|^Horovod|^Nccl")
 _JOB = re.compile(r"/job:(\w+)")
 
 
@@ -25,6 +25,28 @@ def graphs(concrete_functions: Iterable) -> List:
         seen.append(graph)
         todo += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
     return seen
+
+
+def _resource_job(tensor) -> str:
+    """The job of the variable a resource tensor is the handle of (a resource op runs where its resource
+    lives, whatever device it asked for): followed through each graph's captures to the handle itself."""
+    while True:
+        outer = next((external for external, internal in tensor.graph.captures if internal is tensor), None)
+        if outer is None:
+            job = _JOB.search(tensor.op.device or "")
+            return job.group(1) if job else "unplaced"
+        if not hasattr(outer, "graph"):  # the variable's own (eager) handle
+            job = _JOB.search(getattr(outer, "device", "") or "")
+            return job.group(1) if job else "unplaced"
+        tensor = outer
+
+
+def _job(op) -> str:
+    job = _JOB.search(op.device or "")
+    if job:
+        return job.group(1)
+    resource = next((t for t in op.inputs if t.dtype.name == "resource"), None)
+    return _resource_job(resource) if resource is not None else "unplaced"
 
 
 def _shape(tensor):
@@ -43,8 +65,7 @@ def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
     for graph in graphs(concrete_functions):
         for op in graph.get_operations():
             if _ROW_OPS.search(op.type):
-                job = _JOB.search(op.device or "")
-                row_ops[f"{op.type}@{job.group(1) if job else 'unplaced'}"] += 1
+                row_ops[f"{op.type}@{_job(op)}"] += 1
             if _COLLECTIVE.search(op.type):
                 collectives[op.type].append([list(s) if s is not None else None
                                              for s in (_shape(t) for t in op.inputs if t.dtype.is_floating)])

@@ -21,7 +21,12 @@ def unique_embedding(rows: int, dim: int, name: str):
         def call(self, inputs):
             ids = tf.cast(inputs, tf.int64)
             unique, position = tf.unique(tf.reshape(ids, [-1]))
-            rows_ = tf.nn.embedding_lookup(self.embeddings, unique)  # a sharded table: each shard's rows
+            table = self.embeddings
+            # a parameter server's sharded table: each shard's rows, stitched back in order; any other table
+            # read sparsely (tf.gather: its sparse_read, ResourceGather). tf.nn.embedding_lookup reads a table
+            # that is no BaseResourceVariable (a MultiWorkerMirrored MirroredVariable) whole before gathering.
+            sharded = getattr(table, "variables", None)
+            rows_ = tf.nn.embedding_lookup(table, unique) if sharded else tf.gather(table, unique)
             out = tf.gather(rows_, position)
             return tf.reshape(out, [-1, *inputs.shape[1:], self.output_dim])  # [B, h, D], h known
 
