@@ -198,12 +198,16 @@ def replicated_refusal(config, replicated: int, est: Dict[str, int], have: int) 
     from tfbench.config import strategy_traits
 
     sharding = " or ".join(strategy_traits.names(lambda t: t.has_ps))
-    ps_needed = -(-2 * replicated // max(1, have - RUNTIME_BYTES))  # tables and their gradients, per ps
+    ps = config.workload.default_num_ps(config.num_workers)
+    if replicated + RUNTIME_BYTES * (config.num_workers + 1 + ps) <= have:  # each ps holds its shard once
+        where = f"its {ps} ps would hold them between them, on this machine"
+    else:
+        needed = -(-replicated // max(1, have - RUNTIME_BYTES))
+        where = (f"about {needed} ps of {have / GB:.0f} GB for these tables"
+                 + (", so on a cluster: --launcher=slurm or python -m cluster.k8s" if needed > 1 else ""))
     return (f"--strategy={config.strategy} replicates {config.model}'s {replicated / GB:.1f} GB of embedding tables "
             f"on every worker: its {est['tasks']} task(s) need about {est['total'] / GB:.1f} GB and this machine has "
-            f"{have / GB:.1f} GB available; --strategy={sharding} shards the tables over its ps instead (about "
-            f"{ps_needed} ps of {have / GB:.0f} GB for these tables"
-            + (", so on a cluster: --launcher=slurm or python -m cluster.k8s)" if ps_needed > 1 else ")"))
+            f"{have / GB:.1f} GB available; --strategy={sharding} shards the tables over its ps instead ({where})")
 
 
 def describe(result: Dict[str, int]) -> str:
