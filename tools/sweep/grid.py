@@ -198,7 +198,8 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
     parts += [f"slow-{values['straggler'].replace(':', 'x')}"] if values.get("straggler") else []
     for axis, short in (("zipf_alpha", "zipf"), ("embedding_rows", "rows")):  # recommender axes, off default
         if values.get(axis, getattr(_DEFAULTS, axis)) != getattr(_DEFAULTS, axis):
-            parts.append(f"{short}{values[axis]:g}")
+            value = values[axis]  # an integer as it is (4000000, not 4e+06: a run id takes no '+')
+            parts.append(f"{short}{value if isinstance(value, int) else format(value, 'g')}")
     for axis in ("id_layout", "optimizer"):
         if values.get(axis, getattr(_DEFAULTS, axis)) != getattr(_DEFAULTS, axis):
             parts.append(values[axis])
