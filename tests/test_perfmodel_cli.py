@@ -10,9 +10,9 @@ import pytest
 
 import tfbench.config as config_lib
 from conftest import RESNET50_PREDICT, ROOT, run_cli
-from tfbench.perfmodel import links
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel.params import ParamsError
+from tfbench.perfmodel.dense import links
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting.params import ParamsError
 
 RESNET50 = {"params": 25_583_592, "variables": 214, "activation_floats": 1, "largest_floats": 1}
 HEADLINE = RESNET50_PREDICT

@@ -1,4 +1,4 @@
-"""What `make model-scale` computes (tfbench.perfmodel.scale, tools.model scale): the error at each
+"""What `make model-scale` computes (tfbench.perfmodel.fitting.scale, tools.model scale): the error at each
 N, its trend per doubling of N, the drift from the largest fitted N, the median and the goals; and
 a fit on N <= 4 of synthetic runs made by the model from known parameters predicting their 8-16
 workers. No TensorFlow."""
@@ -8,12 +8,13 @@ import math
 import pytest
 
 from conftest import run_cli
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import intervals, prediction, sync_step, terms
-from tfbench.perfmodel import scale as scale_lib
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel.observations import from_run
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.dense import prediction, sync_step, terms
+from tfbench.perfmodel.fitting import scale as scale_lib
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.fitting.observations import from_run
 from tools.model import scale
 
 Row = scale_lib.Row

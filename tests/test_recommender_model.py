@@ -1,11 +1,12 @@
-"""The recommender's step model (tfbench.perfmodel.recommender): its bytes against the sparse laws
+"""The recommender's step model (tfbench.perfmodel.sparse.recommender): its bytes against the sparse laws
 by hand, a fit that recovers the parameters it was made from, and the crossover it finds."""
 import dataclasses
 
 import pytest
 
-from tfbench.perfmodel import recommender as rec
-from tfbench.perfmodel import shards, sparse
+from tfbench.perfmodel.sparse import recommender as rec
+from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.sparse import laws as sparse
 
 SETTING = rec.Setting(table_rows=(100_000,) * 8, embedding_dim=16, ids_per_feature=1, zipf_alpha=0.6,
                       batch_size=512, dense_bytes=4 * 20_000)

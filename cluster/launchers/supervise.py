@@ -21,8 +21,7 @@ import psutil
 from cluster.faults.injector import FaultInjector
 from cluster.faults.straggler import OnceReady
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
-from cluster.plan.spec import ClusterPlan
-from cluster.run_setup import write_plan
+from cluster.plan.spec import ClusterPlan, write_plan
 from cluster.supervision import teardown
 from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
 from cluster.supervision.signals import CaughtSignals, signal_name
@@ -47,9 +46,7 @@ class Monitor(Protocol):
     with a new pid: after a restart, or when a task reports a pid of its own (Horovod ranks)."""
 
     def add(self, task_name: str, pid: int) -> None: ...
-
     def start(self) -> None: ...
-
     def stop(self) -> dict: ...
 
 
@@ -228,6 +225,9 @@ class _Attempt:
             self.faults.tick(self.progress, self._fault_target)
             self.faults.watch_recovery()
         ending = self._exits()
+        if ending is not None and self.faults is not None:
+            self._read_progress(now)
+            self.faults.watch_recovery()  # a rank that rejoined since the last poll, seen in its last record
         if ending is None and self.deadline is not None and now >= self.deadline:
             ending = Ending("failed", None, f"deadline of {self.config.deadline:g} s reached")
         return ending or self._stall(now)

@@ -49,7 +49,7 @@ def is_this_machine(host: str) -> bool:
 def effective_num_ps(strategy: str, num_ps: int) -> int:
     """Parameter servers a run really has: 0 asks for one; strategies without ps have none."""
     traits = strategy_traits.get(strategy)
-    return (num_ps or 1) if traits.has_ps else 0
+    return (num_ps or 1) if traits.ps_tasks else 0
 
 
 def link_rate_bps(value: str) -> int:

@@ -6,9 +6,10 @@ task the launcher would start on this machine:
 
 - the TensorFlow runtime of one process (RUNTIME_BYTES; a tiny-model task peaks near it here);
 - weights: every task that builds the model holds |w| (the PS coordinator and workers read the
-  ps' copy but keep their own gradients, |w| again); a ps holds its share of |w| and, for the
-  dense variables, as much again (a synchronous ps's accumulators); of an embedding table only its
-  shard (the update scatters the touched rows, and a synchronous ps keeps them in row slots),
+  ps' copy but keep their own gradients, |w| again); a ps holds its share of what lives on the
+  ps (|w|, or the embedding tables when the strategy replicates the rest): for the dense variables
+  as much again (the optimizer's share, a synchronous ps's accumulators); of an embedding table only
+  its shard (the update scatters the touched rows, and a synchronous ps keeps them in row slots),
   twice that under --optimizer=sgd_v2, whose sparse update makes temporaries of the whole table;
 - activations: train keeps every float output of the forward pass for the backward pass (the
   floats of one example's forward graph x examples per step; their gradients are transient);
@@ -121,10 +122,11 @@ def task_bytes(role: str, config, model: Dict[str, int], examples_per_step: int)
     """Estimated peak bytes of one task (see the module docstring)."""
     weights = 4 * model["params"]
     tables = config.workload.replicated_bytes(config)  # embedding tables: sparse gradients, the touched rows only
-    if role == "ps":
+    if role == "ps":  # what lives there: every variable, or (dense layers replicated) the tables
+        dense = 0 if config.traits.dense_replicated else weights - tables
         whole_table = 2 if config.optimizer == "sgd_v2" else 1
-        return RUNTIME_BYTES + (2 * (weights - tables) + whole_table * tables) // max(1, config.effective_num_ps)
-    if config.traits.has_ps:  # a parameter server's tables stay on the ps: a worker holds the rows it touches
+        return RUNTIME_BYTES + (2 * dense + whole_table * tables) // max(1, config.effective_num_ps)
+    if config.traits.ps_tasks:  # tables on ps stay there: a worker holds the rows it touches
         weights -= tables
         tables = 0
     if config.mode == "train":
@@ -137,7 +139,7 @@ def estimate(config, roles: Iterable[str], model: Dict[str, int]) -> Dict[str, i
     """{'total', 'largest_task', 'tasks'}: bytes of the tasks with these roles on this machine."""
     local = max(1, config.num_local_devices) if not config.traits.multi_task else 1
     examples = config.batch_size * local
-    sizes = [task_bytes(role, config, model, 0 if role == "chief" and config.traits.has_ps
+    sizes = [task_bytes(role, config, model, 0 if role == "chief" and config.traits.coordinated
                         else examples) for role in roles]
     return {"total": sum(sizes), "largest_task": max(sizes, default=0), "tasks": len(sizes)}
 
@@ -179,7 +181,7 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
         model = model or counts(config)
     est = estimate(config, roles, model)
     replicated = config.workload.replicated_bytes(config)
-    if est["total"] > have and replicated and not config.traits.has_ps:
+    if est["total"] > have and replicated and not config.traits.ps_tasks:
         raise ConfigError(replicated_refusal(config, replicated, est, have))
     if est["total"] > have:
         per_example = 4 * model["activation_floats"] if config.mode == "train" else 3 * 4 * model["largest_floats"]
@@ -197,7 +199,7 @@ def replicated_refusal(config, replicated: int, est: Dict[str, int], have: int) 
     """Why a strategy that replicates the embedding tables on every worker cannot run, and which can."""
     from tfbench.config import strategy_traits
 
-    sharding = " or ".join(strategy_traits.names(lambda t: t.has_ps))
+    sharding = " or ".join(strategy_traits.names(lambda t: t.ps_tasks))
     ps = config.workload.default_num_ps(config.num_workers)
     if replicated + RUNTIME_BYTES * (config.num_workers + 1 + ps) <= have:  # each ps holds its shard once
         where = f"its {ps} ps would hold them between them, on this machine"

@@ -28,7 +28,7 @@ def wire(facts: Dict, traits, sparse_as_dense: bool) -> Optional[Dict]:
         return None
     row, n = facts["row_bytes"], len(per_shard)
     mean_rows = sum(per_shard) / n
-    if traits.has_ps:
+    if traits.ps_tasks:
         per_worker = 2 * mean_rows * (row + INDEX_BYTES)
         return {"rule": "parameter server: each worker pulls the rows its batch touches (their ids sent) and pushes "
                         "their gradients with the ids",

@@ -17,7 +17,7 @@ from tfbench.measure import breakdown, comm, elastic_steps, stats
 RESULTS_FILE = "results.jsonl"
 # The results format's version (docs/results.md): fields may be added within a version; removing,
 # renaming or redefining one (its unit, its meaning) or a column of results.csv increments it.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def append(path: str, record: dict) -> None:

@@ -33,10 +33,11 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     workload, unit = config.workload, records.unit_of(cluster)
     lines = [
         f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
-        + (f"  ps={config.effective_num_ps} ({config.ps_placement}, {'sync' if config.ps_sync else 'async'}"
+        + (f"  ps={config.effective_num_ps} ({config.ps_placement}"
+           + (f", {'sync' if config.ps_sync else 'async'}" if config.traits.coordinated else "")
            + (f"; {first['num_ps_source'].split(':')[0]}" if first.get("num_ps_source") and config.effective_num_ps > 1
               else "")
-           + ")" if config.traits.has_ps else "")
+           + ")" if config.traits.ps_tasks else "")
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
         f"{workload.describe(config)}  warm-up={config.num_warmup_steps}  measured={config.num_steps}"

@@ -25,13 +25,32 @@ import functools
 from typing import Dict, Optional, Sequence, Tuple
 
 from tfbench.workloads import clicks
-from tfbench.workloads.base import Workload, need
+from tfbench.workloads.arguments import Arg, Arguments
+from tfbench.workloads.base import Workload, WorkloadKind, need
 
 # Rows of the 26 categorical features of Criteo's Kaggle set (facebookresearch/dlrm's day of counts).
 CRITEO_KAGGLE_ROWS = (1461, 584, 10131227, 2202608, 306, 24, 12518, 634, 4, 93146, 5684, 8351593, 3195, 28, 14993,
                       5461306, 11, 5653, 2173, 4, 7046547, 18, 16, 286181, 105, 142572)
-FLAGS = ("embedding_tables", "embedding_rows", "embedding_dim", "ids_per_feature", "zipf_alpha", "dense_features",
-         "embedding_scale", "id_layout", "target_auc", "eval_every")
+# The flags only recommenders read: a new one is one line here (read as config.<name>), its range in check().
+ARGUMENTS = Arguments("Recommender (--model=dlrm, dlrm_criteo)", (
+    Arg("integer", "embedding_tables", 8, "dlrm: embedding tables T, one per categorical feature."),
+    Arg("integer", "embedding_rows", 100000, "dlrm: rows R of every table."),
+    Arg("integer", "embedding_dim", 16, "Dimensions D of every row (and of the bottom MLP's output)."),
+    Arg("integer", "ids_per_feature", 1, "Ids h per categorical feature and example (multi-hot; their rows are summed)."),
+    Arg("float", "zipf_alpha", 1.0, "Categorical values drawn from a Zipf law of this exponent over a table's values "
+                                     "(0: uniform)."),
+    Arg("integer", "dense_features", 13, "Dense input features of the bottom MLP."),
+    Arg("float", "embedding_scale", 0.25, "dlrm_criteo: every Criteo Kaggle table's rows times this (1: 33.8 M rows, "
+                                          "2.2 GB at dimension 16)."),
+    Arg("string", "id_layout", "hashed", "Each value's row: hashed (a fixed pseudo-random permutation of the table's "
+                                         "rows, as hashing categorical values does: hot values on every shard) or "
+                                         "hot_first (row = value: the hottest rows first, all on a table's first "
+                                         "shard)."),
+    Arg("float", "target_auc", 0.0, "Record the training time and examples to this held-out AUC (0: none); with "
+                                    "--eval_every, or alone (10 evaluations a run), the held-out AUC is measured."),
+))
+# What recommenders read: their own arguments, and the image models' --eval_every (held-out AUC every this many steps).
+FLAGS = ARGUMENTS.names + ("eval_every",)
 MAX_TABLES = 1024
 FACT_STEPS = 4  # steps whose ids a run's `sparse` facts and the rows each ps serves are counted over
 
@@ -234,10 +253,12 @@ def _stream_ids(table_rows: Sequence[int], dense_features: int, ids_per_feature:
             for k in range(count)]
 
 
-RECOMMENDERS = {w.name: w for w in (
+RECOMMENDERS: Dict[str, RecommenderWorkload] = {w.name: w for w in (
     RecommenderWorkload("dlrm", "DLRM-like recommender: T tables of R rows x D dims, Zipf ids, small MLPs",
                         own_flags=tuple(f for f in FLAGS if f != "embedding_scale")),
     RecommenderWorkload("dlrm_criteo", "DLRM on Criteo Kaggle's 26 tables (rows x --embedding_scale), reference MLPs",
                         bottom=(512, 256, 64), top=(512, 256), criteo=True,
                         own_flags=tuple(f for f in FLAGS if f not in ("embedding_tables", "embedding_rows"))),
 )}
+KIND = WorkloadKind("recommender", f"a recommender ({', '.join(RECOMMENDERS)}; embedding tables)", ARGUMENTS,
+                    RECOMMENDERS)

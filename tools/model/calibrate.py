@@ -2,8 +2,8 @@
 tfbench runs are calibrated where the truth is known.
 
 Makes --sweeps synthetic sweeps shaped like `make model` from known parameters
-(tfbench/perfmodel/synthetic.py), each run's rate scattered log-normally by --sigma; fits each on
-its 1- and 2-worker runs with its intervals (tfbench.perfmodel.spread) and predicts fresh
+(tfbench/perfmodel/fitting/synthetic.py), each run's rate scattered log-normally by --sigma; fits each on
+its 1- and 2-worker runs with its intervals (tfbench.perfmodel.fitting.spread) and predicts fresh
 3-worker runs. Prints `coverage = X% of held-out points inside their 90% interval, median width
 Y%`, the scatter the fits found against the true one, and how often each fitted parameter's 90%
 range over the refits held its true value. About 1 s per sweep on one core.
@@ -15,7 +15,7 @@ import sys
 
 from absl import flags
 
-from tfbench.perfmodel import synthetic
+from tfbench.perfmodel.fitting import synthetic
 
 FLAGS = flags.FLAGS
 

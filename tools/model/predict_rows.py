@@ -3,9 +3,9 @@
 its step, parts, rate as `predicted [low, high]`, bottleneck and, with prices, its cost.
 
 The interval: with a parameters file that keeps its refits (tools.model fit), 90% of each refit's
-prediction times a new run's scatter (tfbench.perfmodel.spread); a share the file and the command
+prediction times a new run's scatter (tfbench.perfmodel.fitting.spread); a share the file and the command
 line leave unset (the protocol's share of beta, a synchronous ps's chi) is taken over the range
-tfbench has measured (tfbench.perfmodel.measured) and the interval spans every end of it.
+tfbench has measured (tfbench.perfmodel.fitting.measured) and the interval spans every end of it.
 """
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from typing import Dict, List, Optional
 
 from absl import flags
 
-from tfbench.perfmodel import cost, intervals, measured, prediction, shards, sync_step, terms
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel.equations import SEPARATE
+from tfbench.perfmodel import cost, intervals
+from tfbench.perfmodel.dense import prediction, shards, sync_step, terms
+from tfbench.perfmodel.fitting import measured
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.dense.equations import SEPARATE
 from tfbench.perfmodel.render import INTERVAL, NUMBER, TEXT, Column
 from tools.model import pricing
 

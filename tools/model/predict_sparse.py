@@ -2,7 +2,7 @@
 every strategy DIR's runs measured, and the crossover: from how many workers the parameter server
 is ahead of all-gather.
 
-The step model is tfbench.perfmodel.recommender's (bytes of the busiest host from the sparse laws,
+The step model is tfbench.perfmodel.sparse.recommender's (bytes of the busiest host from the sparse laws,
 compute, overhead and protocol share per strategy), fitted on every finished recommender run of
 DIR (`make dlrm`, `make dlrm-scale`); the tables, ids and link are the request's flags. Each rate
 carries its interval (the fit redone on copies of its runs and a new run's scatter about it).
@@ -19,21 +19,21 @@ import tfbench.config as config_lib
 from tfbench import workloads
 from tfbench.config import flags as run_flags
 from tfbench.config.errors import ConfigError
-from tfbench.perfmodel import recommender as rec
+from tfbench.workloads import recommender
+from tfbench.perfmodel.sparse import recommender as rec
 from tfbench.perfmodel import render
 from tfbench.perfmodel.render import INTERVAL, NUMBER, Column
 from tools.model import recommender as judged_runs
 
 FLAGS = flags.FLAGS
-GROUP = "Recommender (--model=dlrm, dlrm_criteo)"
 ASSUMPTIONS = ("one worker per host, each on one core as the runs were; a parameter server has a ps on every "
                "worker's host (k = N), round-robin placed; compute per step as the runs measured it, a line in N; "
                "links full duplex at the given rate, no contention beyond them")
 
 
 def _table_flags():
-    """tfbench's recommender flags, (kind, name, help) as tfbench.config.flags declares them."""
-    return [entry for title, entries in run_flags.GROUPS if title == GROUP for entry in entries]
+    """tfbench's recommender flags, (kind, name, help) as the recommender declares them."""
+    return recommender.ARGUMENTS.entries()
 
 
 def define_flags() -> None:
@@ -41,8 +41,7 @@ def define_flags() -> None:
         return
     flags.DEFINE_string("runs", "", "Recommender workloads: a sweep directory of recommender runs on emulated hosts "
                                     "(make dlrm, make dlrm-scale) the step model is fitted on.")
-    for kind, name, text in _table_flags():
-        getattr(flags, f"DEFINE_{kind}")(name, getattr(config_lib.RunConfig(), name), text)
+    run_flags.define(_table_flags())
 
 
 def help_groups():

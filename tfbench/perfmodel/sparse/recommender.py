@@ -1,5 +1,5 @@
 """The step of a recommender with embedding tables, per strategy, and where the parameter server
-overtakes all-gather: bytes from the sparse laws (tfbench.perfmodel.sparse), time from two
+overtakes all-gather: bytes from the sparse laws (tfbench.perfmodel.sparse.laws), time from two
 parameters per strategy fitted on measured runs.
 
 One synchronous step at N workers of one core each:
@@ -9,14 +9,14 @@ One synchronous step at N workers of one core each:
 - c(N): compute per step, the measured step split's compute part, fitted per strategy as a line in
   N (on a shared machine the workers' cores are oversubscribed as N grows; on dedicated hosts the
   slope fits to about 0);
-- b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse):
+- b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse.laws):
   all-gather, 2(N-1)/N |w_dense| + (N-1) u (row + 8); a parameter server with a ps on every host
   (k = N), the more of what a host sends and what it receives, the share (N-1)/N of each going to
   or coming from the other hosts: its worker's dense pull and push, its rows' pushes with their ids
   and the ids of its pulls (u (row + 16) out, u row in), and what its ps serves the N workers
   (n r_j row out, n r_j (row + 16) in), r_j the rows of the table shards on ps j one worker's batch
   touches: the model's variables split by the run's partitioner and placed round-robin as
-  TensorFlow places them (tfbench.perfmodel.shards), each shard's rows counted by the sparse law
+  TensorFlow places them (tfbench.perfmodel.dense.shards), each shard's rows counted by the sparse law
   (hot_first ids: a table's hottest rows are its first, its first shard the busiest; hashed ids:
   every row equally likely to be a hot value's, a shard's rows in proportion to its size);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
@@ -34,9 +34,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import intervals, shards, sparse
+from tfbench.perfmodel import intervals, protocols
+from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.sparse import laws as sparse
 
-PS, ALL_GATHER = "parameter_server", "all-gather"
+PS, ALL_GATHER = protocols.PS, protocols.ALL_GATHER
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,7 +85,7 @@ def main(argv) -> int:
                   + "; ".join(" ".join(f"{k}={v}" for k, v in p.items()) for p in tune_grid))
         return code
     if FLAGS.tune:
-        from tfbench import tune
+        from tfbench.app import tune
 
         return tune.tune(config, FLAGS.tune_budget, FLAGS.tune_store)
     return launch(config, plan)
@@ -118,9 +118,9 @@ def dry_run(config, plan, memory_estimate=None) -> int:
 
 
 def launch(config, plan) -> int:
-    from cluster import run_end
     from cluster.launchers import launch as launcher
-    from cluster.run_setup import prepare_run_dir
+    from tfbench.app import run_end
+    from tfbench.app.run_setup import prepare_run_dir
 
     try:
         run = prepare_run_dir(config, plan)
