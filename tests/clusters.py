@@ -103,6 +103,8 @@ SCENARIOS: Dict[str, Scenario] = {
     "dlrm_horovod": Scenario(HOROVOD2, dump_weights=True, base=DLRM),
     "dlrm_ps_sync": Scenario(PS2 + ("--ps_sync", "--num_ps=2", "--ps_partitioner=fixed"), dump_weights=True, base=DLRM),
     "dlrm_ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_partitioner=fixed"), base=DLRM),
+    # test_sparse_paths: Horovod all-reducing the tables' gradients dense
+    "dlrm_horovod_dense": Scenario(HOROVOD2 + ("--horovod_sparse_as_dense",), base=DLRM),
     # test_straggler (synchronous peers wait), test_step_definitions (hard placement of sync ps steps)
     "ps_sync_straggler_hard": Scenario(PS2 + ("--ps_sync", "--image_size=64", "--batch_size=32", "--num_steps=8",
                                               "--placement=hard") + STRAGGLER),

@@ -109,14 +109,14 @@ def rows_and_lines(counts: List[int]):
         rows.append(row)
     columns = ([Column("num_workers", NUMBER, 0)] + [Column(f"{k}_MB_per_step") for k in sorted(set(kinds.values()))]
                + [Column(f"{s}_examples_per_sec", INTERVAL, 1) for s in strategies])
-    n = rec.crossover(fits, kinds, setting, beta, counts)
-    verdict = (f"crossover at N={n}: the parameter server is predicted ahead of all-gather from there on" if n else
-               "no crossover: the parameter server is not predicted ahead of all-gather at every N from some N on")
+    verdict = (rec.crossover_text(*rec.crossover_interval(fits, spreads, kinds, setting, beta, max(counts)),
+                                  max(counts)) if len(set(kinds.values())) == 2 else
+               "no crossover: the runs hold no parameter server, or no all-gather strategy, to compare")
     fitted_on = ", ".join(f"{s} N={','.join(map(str, f.fitted_on))}" for s, f in sorted(fits.items()))
     lines = [f"recommender {FLAGS.model}: {config.workload.describe(config)}, batch "
              f"{setting.batch_size} per worker; link: {link}",
              f"fitted on {len(found)} runs of {FLAGS.runs}: {fitted_on}",
-             f"{verdict} (N = {', '.join(map(str, counts))})"]
+             f"{verdict} (every N of 2..{max(counts)} looked at)"]
     return lines, rows, columns
 
 
