@@ -15,7 +15,7 @@ HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-packages test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale horovod slurm image clean
+.PHONY: setup run test test-packages test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale dlrm-rows dlrm-auc horovod slurm image clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -143,23 +143,49 @@ latency: setup
 		--sweep_dir=$$d/sync --report=false; \
 	$(PY) -m tools.report.latency $$d
 
-# Embedding tables: a recommender (DLRM-like, Zipf ids) under a synchronous parameter server with a
-# ps on every host, MWMS and Horovod, 2-8 one-core workers on 10 Mbit links, two id skews; the
-# report says where the parameter server overtakes all-gather, and why (rows, bytes, step split):
-# 18 points, ~15 min on 2 cores (docs/performance-model.md). Not part of make test.
+# Embedding tables: a recommender (DLRM-like, Zipf values hashed into the rows) under a synchronous
+# parameter server with a ps on every host, MWMS and Horovod, 2-8 one-core workers on 10 and 100 Mbit
+# links, two skews, 3 runs a point, and the hot_first layout as one more series; the report says
+# where the parameter server overtakes all-gather, and why (rows, bytes, step split): 135 runs, about
+# 2 h on 2 cores (docs/performance-model.md). Not part of make test.
 dlrm: setup
-	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S)
+	d=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=$$d/hashed --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --id_layout=hot_first --zipf_alpha=1.2 \
+		--link_bandwidth=10mbit --sweep_dir=$$d/hot_first --report=false; \
+	$(PY) -m tools.report $$d
 
-# The recommender's step model judged where it never looked: MWMS and Horovod at 1-16 workers, a
-# synchronous parameter server with a ps per host at 1-12, on 10 Mbit links; fits on N <= 4 and
-# prints each held-out run's error, the crossover and `median abs error = X%`: 17 points, ~30 min
-# on 2 cores, at most 17 GB (docs/performance-model.md). Not part of make test.
+# The recommender's step model judged where it never looked: fitted on MWMS, Horovod and a
+# synchronous parameter server with a ps per host at 1-4 workers (3 runs each), judged on MWMS and
+# Horovod at 8, 12, 16 and the parameter server at 8, 12 (2 runs each), on 10 Mbit links; prints
+# each held-out run's error and interval, their coverage and median width, and the crossover as an
+# interval of N: 52 runs, about 2 h on 2 cores, at most 17 GB (docs/performance-model.md). Not part
+# of make test.
 dlrm-scale: setup
 	d=sweeps/dlrm-scale-$$(date +%Y%m%d-%H%M%S); \
-	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --sweep_dir=$$d/allgather --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --sweep_dir=$$d/fit --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --strategy=multi_worker_mirrored,horovod \
+		--num_workers=8,12,16 --repeats=2 --sweep_dir=$$d/allgather --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --strategy=parameter_server \
-		--num_workers=1,2,4,8,12 --sweep_dir=$$d/ps --report=false; \
+		--num_workers=8,12 --repeats=2 --sweep_dir=$$d/ps --report=false; \
 	$(PY) -m tools.model recommender $$d
+
+# A step costs the rows it touches: the recommender at 250,000 and 4,000,000 rows per table under every
+# strategy on 2 workers (2 runs each), and the v2 optimizer's cost on one device: 22 runs, about
+# 20 min on 2 cores, at most 4 GB. README: Embedding models.
+dlrm-rows: setup
+	d=sweeps/dlrm-rows-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-rows.yaml --sweep_dir=$$d/strategies --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-rows.yaml --strategy=default --num_workers=1 \
+		--optimizer=sgd,sgd_v2 --embedding_rows=250000,1000000,4000000 --repeats=1 --sweep_dir=$$d/optimizer \
+		--report=false; \
+	$(PY) -m tools.report $$d
+
+# What each way of training learns of the recommender's planted clicks: held-out AUC over 300 steps,
+# time and examples to an AUC of 0.7, at 2 workers: 8 runs, about 10 min on 2 cores. README:
+# Embedding models.
+dlrm-auc: setup
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-auc.yaml --sweep_dir=sweeps/dlrm-auc-$$(date +%Y%m%d-%H%M%S)
 
 # PS (separate) vs MWMS, 1-4 workers on 100 Mbit links: local emulated hosts and Slurm jobs on a
 # private Slurm of emulated nodes side by side, bytes per step per host against the law:

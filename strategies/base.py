@@ -13,12 +13,13 @@ import os
 import time
 from typing import Callable, Dict, List, Optional
 
-from strategies import devices, placement
+from strategies import devices, placement, step_graph
 from strategies.measurement import Checkpointing, Measurement, TaskSummary, absent
 from tfbench.framework import precision
 from tfbench.loop import benchmark, steps
 from tfbench.loop.step_loop import StepLoop
 from tfbench.measure import startup
+from tfbench.models.tables import embedding_tables
 
 
 @dataclasses.dataclass
@@ -30,6 +31,7 @@ class SyncSteps:
     step_computed_wall: List[float]
     step_input_wall: List[float]
     step_collective_ops: Optional[Dict] = absent()
+    step_graph: Optional[Dict] = absent()  # embedding tables: what the traced step does with them (strategies.step_graph)
 
     @classmethod
     def of(cls, marks: List["Marks"]) -> "SyncSteps":
@@ -97,7 +99,7 @@ class StrategyAdapter(abc.ABC):
             self.model = self.config.workload.build(self.config)
             self.optimizer = precision.wrap_optimizer(steps.optimizer(self.config), self.config.precision)
             if self.config.mode == "train":
-                self.optimizer.build(self.model.trainable_variables)
+                steps.prepare(self.optimizer, self.model.trainable_variables)
         startup.mark("model_built")
 
     def weights(self):
@@ -115,7 +117,18 @@ class StrategyAdapter(abc.ABC):
         """Task-record fields every adapter reports."""
         c = self.config
         return TaskSummary(c.strategy, c.batch_size, self.replicas, self.local_replicas, self.global_batch_size,
-                           c.model, c.mode, c.precision)
+                           c.model, c.mode, c.precision,
+                           optimizer=steps.optimizer_record(c, self.update_applied_by) if c.mode == "train" else None)
+
+    update_applied_by = ""  # who applies the update, if not the optimizer in every replica's step
+    # initial_weights: a copy of every weight before the first step, kept only when asked (tfbench.task's
+    # weight dump): under a parameter server a copy would bring every table to the coordinator
+    keeps_initial_weights = False
+    initial_weights = None
+
+    def keep_initial_weights(self) -> None:
+        if self.keeps_initial_weights:
+            self.initial_weights = self.weights()
 
     def summary_parts(self) -> list:
         """The strategy's own parts of every record it writes (its knobs, its communication plan)."""
@@ -163,16 +176,16 @@ class SyncAdapter(StrategyAdapter):
                 local = strategy.experimental_local_results
                 return tf.add_n(list(local(losses))), tf.reduce_max(tf.stack(list(local(marks))))
 
-        sample = batches()
+        sample, batches = peek(batches)
         self.step_function = lambda: step.get_concrete_function(sample)
         return on_host(step, batches)
 
     def _batches(self) -> Callable[[], object]:
         """What each step gets: synthetic data is one fixed batch per replica, made once; real
-        input is read on, each task's pipeline from its own shards (the workload's dataset:
-        tfbench.data)."""
+        input, and a workload whose examples are a stream (a recommender's clicks), is read on,
+        each task's pipeline from its own shards (the workload's dataset: tfbench.data)."""
         strategy, config = self.strategy, self.config
-        if not config.reads_input:
+        if not config.reads_input and not config.workload.streams:
             values = strategy.experimental_distribute_values_from_function(
                 lambda ctx: self._replica_batch(ctx.replica_id_in_sync_group))
             return lambda: values
@@ -208,7 +221,7 @@ class SyncAdapter(StrategyAdapter):
         with self.device_scope():
             self.build_model()
             self.after_build()
-            self.initial_weights = self.weights()
+            self.keep_initial_weights()
             return self.make_step()
 
     def after_build(self) -> None:
@@ -234,10 +247,20 @@ class SyncAdapter(StrategyAdapter):
             function = self.step_function()
             placed["requested_op_devices"] = placement.requested_op_devices(function)
             steps.step_collective_ops = placement.collective_ops(function)
+            tables = [p for t in embedding_tables(self.model) for p in [t, *getattr(t, "variables", [])]]
+            if tables and self.config.mode == "train":
+                steps.step_graph = step_graph.summary([function], tables)
         return [Measurement(self.task.role, self.task.index, self.config.batch_size * self.local_replicas,
                             loop.timings, self.summary(), placed, convergence,
                             Checkpointing(self.config.checkpoint_every, first) if saver else None,
                             (*self.summary_parts(), steps))]
+
+
+def peek(batches: Callable[[], object]):
+    """(the first batch, a `batches` that gives that batch first): a sample to trace the step with
+    that the first step still trains on (a stream's first batch is step 0's)."""
+    first = [batches()]
+    return first[0], lambda: first.pop() if first else batches()
 
 
 def on_host(step: Callable, batches: Callable[[], tuple]) -> Callable[[], Marks]:

@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Callable, Dict, Optional
 
-from strategies.base import SyncAdapter, on_host
+from strategies.base import SyncAdapter, on_host, peek
 from strategies.measurement import absent, flat
 from strategies.multi_worker_mirrored import gradient_bytes
 from tfbench.config import knobs
@@ -81,14 +81,14 @@ class HorovodAdapter(SyncAdapter):
                                               tape_wrapper=wrap, marks=marks)
                 return value, mark
 
-        sample = batches()
+        sample, batches = peek(batches)
         self.step_function = lambda: step.get_concrete_function(sample)
         return on_host(step, batches)
 
     def _rank_batches(self):
         """This rank's data: its fixed synthetic batch, or its shards of real input read on
         (the workload's dataset: tfbench.data)."""
-        if not self.config.reads_input:
+        if not self.config.reads_input and not self.config.workload.streams:
             batch = self._replica_batch(self.hvd.rank())
             return lambda: batch
         dataset = self.config.workload.dataset(self.config, self.hvd.rank(), self.hvd.size(), self.config.batch_size,

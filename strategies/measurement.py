@@ -55,6 +55,7 @@ class TaskSummary:
     precision: str
     step_label: str = "own step"
     step_definition: str = OWN_STEP
+    optimizer: Optional[Dict] = absent()  # training: which optimizer ran and what applied it (steps.optimizer_record)
 
 
 @dataclasses.dataclass

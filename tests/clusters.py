@@ -103,6 +103,8 @@ SCENARIOS: Dict[str, Scenario] = {
     "dlrm_horovod": Scenario(HOROVOD2, dump_weights=True, base=DLRM),
     "dlrm_ps_sync": Scenario(PS2 + ("--ps_sync", "--num_ps=2", "--ps_partitioner=fixed"), dump_weights=True, base=DLRM),
     "dlrm_ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_partitioner=fixed"), base=DLRM),
+    # test_sparse_paths: Horovod all-reducing the tables' gradients dense
+    "dlrm_horovod_dense": Scenario(HOROVOD2 + ("--horovod_sparse_as_dense",), base=DLRM),
     # test_hybrid, test_aggregation: the tables' row ranges on 2 ps, rows pulled and pushed by 2 Horovod ranks
     # that all-reduce the dense gradients
     "dlrm_hybrid": Scenario(("--strategy=hybrid", "--num_workers=2", "--num_ps=2"), dump_weights=True, base=DLRM),

@@ -2,7 +2,8 @@
 steps leave the weights equal to single-device steps on the concatenated global batch. Each run
 (a shared scenario of tests/clusters.py that saves its weights) saves its initial and final
 weights and the data shards of its step. Every step of a run, warm-up included, trains on the
-same global batch (the synthetic data repeats), and the reference makes as many, with the
+same global batch (the synthetic data repeats) or, for a workload whose examples are a stream (the
+recommender's clicks), on the global batch of that step, and the reference makes as many, with the
 workload's own loss (`horovod` runs the transformer, bert_tiny made small)."""
 import numpy as np
 import pytest
@@ -19,12 +20,16 @@ def single_device_step(config_dict, initial, shards):
     config = RunConfig.from_dict(config_dict)
     model = config.workload.build(config)
     optimizer = steps.optimizer(config)
-    optimizer.build(model.trainable_variables)
+    steps.prepare(optimizer, model.trainable_variables)
     for variable, value in zip(model.trainable_variables, initial):
         variable.assign(value)
-    batches = [config.workload.batch(config, config.batch_size, int(s)) for s in shards]
-    features, labels = tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *batches)
-    for _ in range(config.num_warmup_steps + config.num_steps):
+    def global_batch(step):
+        batches = [config.workload.batch(config, config.batch_size, int(s), **({"step": step} if config.workload.streams
+                                                                               else {})) for s in shards]
+        return tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *batches)
+
+    for step in range(config.num_warmup_steps + config.num_steps):
+        features, labels = global_batch(step)
         _, grads = steps.gradients(model, features, labels, config.batch_size * len(shards),
                                    loss=config.workload.per_example_loss)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))

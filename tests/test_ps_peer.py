@@ -33,6 +33,8 @@ GONE_WITHIN_S = 15.0
     ("tools.bench.minimal_ps_loop", ["--zipf_alpha=-1"],
      "tools.bench.minimal_ps_loop: error: --zipf_alpha must be 0 or more, got -1"),
     ("tools.bench.minimal_ps_loop", ["--num_steps=x"], "tools.bench.minimal_ps_loop: error: argument --num_steps"),
+    ("tools.bench.minimal_ps_loop", ["--id_layout=other"],
+     "tools.bench.minimal_ps_loop: error: --id_layout must be hashed or hot_first, got 'other'"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(module, args, expected):
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -43,11 +45,13 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_runs(module, args, exp
 
 @pytest.mark.parametrize("cores", [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (2, 5, 7)])
 @pytest.mark.parametrize("workers", [1, 2, 3])
-def test_the_reference_is_placed_as_tfbench_places_one_core_workers(cores, workers):
-    plan = topology.make_plan(RunConfig(model="dlrm", strategy="parameter_server", num_workers=workers,
-                                        cores_per_worker=1), cores=cores)
+@pytest.mark.parametrize("num_ps", [1, 0])  # 0: the recommender's default (one per worker, at least 2)
+def test_the_reference_is_placed_as_tfbench_places_one_core_workers(cores, workers, num_ps):
+    config = RunConfig(model="dlrm", strategy="parameter_server", num_workers=workers, num_ps=num_ps,
+                       cores_per_worker=1)
+    plan = topology.make_plan(config, cores=cores)
     planned = {t.name: (t.cores, t.intra_threads, t.inter_threads) for t in plan.tasks}
-    assert minimal_ps_loop.placement(workers, cores) == planned
+    assert minimal_ps_loop.placement(workers, cores, config.effective_num_ps) == planned
 
 
 @pytest.mark.slow

@@ -115,7 +115,7 @@ def write_runs(root, fits, kinds, ns, setting_config):
     setting = rec.Setting(tuple(workload["rows"]), workload["embedding_dim"], workload["ids_per_feature"],
                           workload["zipf_alpha"], config.batch_size, 4.0 * workload["dense_params"],
                           workload["dense_features"], tuple(workload["bottom_mlp"]), tuple(workload["top_mlp"]),
-                          config.ps_partitioner, config.ps_min_shard_bytes)
+                          config.ps_partitioner, config.ps_min_shard_bytes, workload["id_layout"])
     for strategy, f in fits.items():
         for n in ns:
             run = os.path.join(root, f"{strategy}-w{n}")
@@ -140,7 +140,7 @@ def test_predict_fits_a_recommender_sweep_and_prints_the_crossover(tmp_path):
     kinds = {"parameter_server": rec.PS, "multi_worker_mirrored": rec.ALL_GATHER}
     flags = dict(model="dlrm", batch_size=512, embedding_rows=20_000, zipf_alpha=0.6, ps_partitioner="min_size")
     setting = write_runs(tmp_path, fits, kinds, (1, 2, 4), flags)
-    expected = rec.crossover(fits, kinds, setting, BETA, [2, 4, 8, 16, 32])
+    expected = rec.crossover(fits, kinds, setting, BETA, list(range(2, 33)))
     assert expected  # the fits were chosen so that the parameter server overtakes
     base = [sys.executable, "-m", "tools.model", "predict", "--model=dlrm", f"--runs={tmp_path}",
             "--batch_size=512", "--embedding_rows=20000", "--zipf_alpha=0.6", "--link_bandwidth=100mbit",
@@ -154,6 +154,41 @@ def test_predict_fits_a_recommender_sweep_and_prints_the_crossover(tmp_path):
         args = [a for a in base if not a.startswith(drop)] + add
         refused = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and says in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+
+
+def test_strategies_of_one_form_pool_their_scatter_and_degrees_of_freedom():
+    """MultiWorkerMirrored and Horovod share the all-gather step's form: a new run's scatter comes from
+    both strategies' residuals, with the degrees of freedom of both (runs - 2 each); the parameter
+    server's from its own."""
+    truths = {"multi_worker_mirrored": rec.Fit("multi_worker_mirrored", 0.040, 0.001, 0.015, 0.6, ()),
+              "horovod": rec.Fit("horovod", 0.035, 0.001, 0.010, 0.7, ()),
+              "parameter_server": rec.Fit("parameter_server", 0.05, 0.0, 0.08, 0.7, ())}
+    kinds = {"multi_worker_mirrored": rec.ALL_GATHER, "horovod": rec.ALL_GATHER, "parameter_server": rec.PS}
+    noise = (1.0, 1.06, 0.95, 1.03, 0.97, 1.05, 0.96, 1.02)
+    runs = [dataclasses.replace(o, step_s=o.step_s * f) for s, truth in truths.items()
+            for o, f in zip(synthetic(truth, kinds[s], (1, 2, 3, 4) * 2), noise)]
+    fits = rec.fit_all(runs, 4)
+    pooled = rec.spreads(runs, fits, 4)
+    alone = {s: rec.spread([o for o in runs if o.strategy == s], fits[s]) for s in fits}
+    assert pooled["multi_worker_mirrored"].dof == pooled["horovod"].dof == 2 * (8 - 2)
+    assert pooled["multi_worker_mirrored"].scale == pooled["horovod"].scale
+    assert pooled["parameter_server"].dof == alone["parameter_server"].dof == 8 - 2
+    assert pooled["parameter_server"].scale == alone["parameter_server"].scale
+
+
+def test_the_crossover_is_an_interval_of_workers_around_its_point():
+    fits = {"parameter_server": rec.Fit("parameter_server", 0.05, 0.0, 0.08, 0.7, ()),
+            "multi_worker_mirrored": rec.Fit("multi_worker_mirrored", 0.04, 0.0, 0.01, 0.8, ())}
+    kinds = {"parameter_server": rec.PS, "multi_worker_mirrored": rec.ALL_GATHER}
+    runs = [o for s, f in fits.items() for o in synthetic(f, kinds[s], (1, 2, 3, 4))]
+    noisy = [dataclasses.replace(o, step_s=o.step_s * f) for o, f in zip(runs, (1.0, 1.09, 0.92, 1.05) * 2)]
+    narrow, wide = (rec.crossover_interval(rec.fit_all(r, 4), rec.spreads(r, rec.fit_all(r, 4), 4), kinds, SETTING,
+                                           BETA, 64) for r in (runs, noisy))
+    point, low, high = narrow
+    assert point == rec.crossover(fits, kinds, SETTING, BETA, list(range(2, 65)))
+    assert low <= point <= high
+    assert wide[2] - wide[1] > high - low
+    assert f"crossover at N={point}" in rec.crossover_text(*narrow, 64)
 
 
 def test_the_hybrid_moves_the_ring_and_its_ps_rows():

@@ -226,7 +226,8 @@ def test_recovery_and_convergence_sections_come_from_the_cluster_records():
     cluster = {"status": "ok", "images_per_sec": 100.0, "updates": 40, "updates_per_sec": 20.0,
                "staleness": {"max": 2, "mean": 0.5}, "clock_staleness": {"max": 1}, "idleness": {"worker_0": 0.2},
                "convergence": {"final_accuracy": 0.91, "target_accuracy": 0.9, "reached": True,
-                               "time_to_accuracy_s": 3.0, "updates_to_accuracy": 30, "points": []},
+                               "time_to_accuracy_s": 3.0, "updates_to_accuracy": 30,
+                               "points": [{"step": 45, "images": 2560, "accuracy": 0.91}]},
                "faults": [{"task": "worker_1", "applied_at_measured_step": 5}],
                "recovery": [{"task": "worker_1", "kind": "kill", "time_to_ready_s": 4.0, "time_to_first_update_s": 5.0,
                              "examples_per_sec_before": 700.0, "examples_per_sec_during": 300.0,
@@ -234,7 +235,7 @@ def test_recovery_and_convergence_sections_come_from_the_cluster_records():
     point = Point(config=config, runs=[Run("/x/r", config, cluster, [])])
     (row,) = [line for line in "\n".join(convergence_section.section([point])).splitlines()
               if line.startswith("| PS bounded s=1 ")]
-    assert "| 0.910 | 3.0 (1/1) | 30 |" in row and "| 2.0 | 0.50 | 1.0 | 0.20 |" in row
+    assert "| 0.910 | 2560 | 3.0 (1/1) | 30 |" in row and "| 2.0 | 0.50 | 1.0 | 0.20 |" in row  # images at the last point
     (row,) = [line for line in "\n".join(recovery_section.section([point])).splitlines() if line.startswith("| r ")]
     assert "worker_1 kill after step 5 | – | 4.0 | 5.0 | – | 700 | 300 | 650 | 1 | 2 |" in row  # elastic-only columns empty
 

@@ -27,7 +27,8 @@ FIELDS = documented()
 # joined by commas). Changing them means a new records.SCHEMA_VERSION, its hash here, and its
 # columns in docs/results.md.
 CSV_COLUMNS = {1: "181814e56cddb6a3c512ebb391b890b2e1d5ec5bdd24c8ae59e1bd10a6b0aae8", 2: "c0cbb51e8fd91fa2f5d2b9f1bad42f1aadf1cc65f6c8a5b8a0d90c36ff0e2648",
-               3: "e1fef4bfe9627d5663a47cd1d3fe8fa9609523fa4c681e0d91444123c6f38bfa"}
+               3: "e1fef4bfe9627d5663a47cd1d3fe8fa9609523fa4c681e0d91444123c6f38bfa",
+               4: "f1851299c74dd262f958384c53041d90627132bb52a50406eea3a03177d78303"}
 T0 = 1_700_000_000.0
 STALENESS = {"updates": 4, "mean": 0.5, "max": 1, "histogram": {"0": 2, "1": 2}}
 CONVERGENCE = {"dataset": "digits", "eval_every": 2, "points": [{"step": 1, "accuracy": 0.5}], "final_accuracy": 0.5,

@@ -4,7 +4,7 @@ from report_runs import points_of, write_run
 from tools.report import sparse_section
 
 SPARSE = {"tables": 2, "lookups_per_step": 32, "unique_rows_per_shard": [20, 24], "unique_rows_all_shards": 40,
-          "row_bytes": 64, "wire": {"rule": "all-gather: each host receives the rows of the N - 1 others",
+          "row_bytes": 64, "wire_by_rule": {"rule": "all-gather: each host receives the rows of the N - 1 others",
                                     "per_host_step_bytes": 2000.0}}
 RECOMMENDER = {"model": "dlrm"}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable, List
 
-from strategies.base import SyncAdapter
+from strategies.base import SyncAdapter, peek
 from strategies.horovod import HorovodAdapter
 from strategies.hybrid import records, tables as tables_lib
 from strategies.hybrid.step import HybridMarks, make
@@ -90,8 +90,7 @@ class HybridAdapter(HorovodAdapter):
 
     def make_step(self) -> Callable[[], object]:
         step = make(self, self.tables, self.dense, self.table_layers)
-        batches = self._rank_batches()
-        sample = batches()
+        sample, batches = peek(self._rank_batches())  # a stream's first batch is step 0's
         self.step_function = lambda: step.get_concrete_function(sample)
         self.kept: List[HybridMarks] = []
 

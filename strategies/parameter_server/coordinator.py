@@ -107,7 +107,7 @@ class ParameterServerAdapter(StrategyAdapter):
         def dataset_fn(_context):
             shard = tf.distribute.coordinator.experimental_get_current_worker_index()
             workload = config.workload
-            if config.reads_input:  # this worker's shards of the real input, read on
+            if config.reads_input or workload.streams:  # this worker's shard of the real input (or stream), read on
                 return workload.dataset(config, shard, num_workers, config.batch_size, cores).map(
                     lambda x, y: (x, y, tf.cast(shard, tf.int32)))
             return (tf.data.Dataset.from_tensors(shard)
@@ -139,7 +139,7 @@ class ParameterServerAdapter(StrategyAdapter):
         from strategies.parameter_server import rounds as ps_rounds
 
         self.build_model()
-        self.initial_weights = self.weights()
+        self.keep_initial_weights()
         iterator = self.iterator = self._dataset()  # held: freeing it on the coordinator is slow (tfbench.task)
         log = self.log = PsLog()
         saver = checkpoints.make(self, self.run_dir)
@@ -201,6 +201,13 @@ class ParameterServerAdapter(StrategyAdapter):
     @property
     def sync(self) -> bool:
         return self.config.ps_sync and self.config.mode == "train"
+
+    @property
+    def update_applied_by(self) -> str:
+        if self.sync:
+            return ("the ps, once per global step (strategies.parameter_server.sync: w -= learning rate x the workers' "
+                    "summed gradients, a table's touched rows scattered), not the optimizer")
+        return "the optimizer's apply_gradients in each worker's closure, its ops on the ps holding each variable"
 
     def placement_report(self, role: str, index: int) -> dict:
         """Where the ops of `role`_`index` ran, from its runtime's placer log; the coordinator's

@@ -7,6 +7,7 @@ import collections
 import dataclasses
 from typing import Dict, List, Optional
 
+from strategies import step_graph
 from strategies.measurement import Checkpointing, Measurement, absent, flat
 from strategies.parameter_server import split as ps_split
 from strategies.parameter_server import staleness
@@ -15,7 +16,7 @@ from strategies.parameter_server.ops import PsLog
 from tfbench.config import knobs
 from tfbench.loop.step_loop import StepLoop, StepTiming
 from tfbench.measure import comm
-from tfbench.models.tables import dense_variables
+from tfbench.models.tables import dense_variables, embedding_tables
 
 IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
             "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
@@ -84,6 +85,12 @@ class PsFields:
     knobs: Dict = flat()
     comm_plan: Optional[Dict] = absent()
     ps_rows: Optional[Dict] = absent()  # embedding tables: the rows each ps serves per step
+    ps_row_skew: Optional[float] = absent()  # the busiest ps's rows per global step over the mean (ps_rows)
+    num_ps_source: Optional[str] = absent()  # why this many ps, when --num_ps left it to the workload
+
+    def __post_init__(self):
+        if self.ps_rows and self.ps_row_skew is None:
+            self.ps_row_skew = ps_placement.row_skew(self.ps_rows)
 
 
 @dataclasses.dataclass
@@ -129,6 +136,17 @@ class PsCoordinator:
     apply_step_s: Optional[List[float]] = absent()
     skipped_closures: Optional[int] = absent()
     update_location: Optional[str] = absent()
+    step_graph: Optional[Dict] = absent()  # embedding tables: the traced worker step's rows (strategies.step_graph)
+    apply_graph: Optional[Dict] = absent()  # and the synchronous update's on the ps
+
+
+def num_ps_source(config) -> str:
+    """Why a run has its ps when --num_ps is 0: the workload's default."""
+    n = config.effective_num_ps
+    if n == 1:
+        return "--num_ps=0: one ps"
+    return (f"{config.model}'s default for --num_ps=0: one ps per worker, at least 2, so that every table larger "
+            f"than a shard (--ps_partitioner) is split over them and each host serves its share of the rows")
 
 
 def measurements(adapter, run: PsRun) -> List[Measurement]:
@@ -151,7 +169,8 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
                       comm.plan_parameter_server([int(c.shape.num_elements()) * c.dtype.size
                                                   for v in dense_variables(adapter.model)
                                                   for c in (getattr(v, "variables", None) or [v])])
-                      if train else None, ps_placement.rows_per_ps(adapter.model, config, n) or None)
+                      if train else None, ps_placement.rows_per_ps(adapter.model, config, n) or None,
+                      num_ps_source=None if config.num_ps else num_ps_source(config))
     checkpoint = Checkpointing(config.checkpoint_every, run.first_step) if config.checkpoint_every else None
     last_global_end = coordinator_steps[-1].start_wall + coordinator_steps[-1].duration_s
     window_s = last_global_end - coordinator_steps[0].start_wall
@@ -206,7 +225,13 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         chief.bound_waits, chief.late_updates = log.bound_waits, len(log.late_updates)
     if sync:
         chief.apply_step_s, chief.skipped_closures = run.apply_s, run.skipped
-        chief.update_location = "ps (accumulators and update on the ps tasks)"
+        chief.update_location = "ps (accumulators, a table's row slots and the update on the ps tasks)"
+    tables = [p for t in embedding_tables(adapter.model) for p in [t, *getattr(t, "variables", [])]]
+    if tables and train:
+        chief.step_graph = step_graph.summary(adapter.worker_step._list_all_concrete_functions(), tables)  # noqa: SLF001
+        if sync:
+            chief.apply_graph = step_graph.summary(adapter.sync_step.apply._list_all_concrete_functions(),  # noqa: SLF001
+                                                   tables)
     convergence = adapter.evaluator.summary() if adapter.evaluator is not None else None
     out.append(Measurement("chief", 0, config.batch_size * n, coordinator_steps, summary,
                            adapter.placement_report("chief", 0), convergence, checkpoint, (common, chief)))

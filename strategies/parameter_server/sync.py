@@ -1,12 +1,13 @@
 """Synchronous parameter-server training, done where a parameter server does it: on the ps.
 
-One global step = exactly one gradient from every worker, summed into accumulators that live
-next to their variables on the ps tasks, then one SGD update applied on the ps. Like
-SyncReplicasOptimizer, nothing of size |w| travels through a worker except the worker's own
-pull of the weights and push of its gradient:
+One global step = exactly one gradient from every worker, gathered next to its variables on the ps
+tasks, then one SGD update applied on the ps. Like SyncReplicasOptimizer, nothing of size |w|
+travels through a worker except the worker's own pull of the weights and push of its gradient:
 
-- each worker's scheduled closure computes its gradient and `assign_add`s it into the
-  accumulators (the op runs on the ps where the accumulator lives);
+- each worker's scheduled closure computes its gradient and adds it on the ps: a dense variable's
+  into an accumulator beside it (`assign_add`), an embedding table's rows into that worker's slot
+  of each table shard (strategies.parameter_server.row_slots: ids and values, no state per row of
+  the table), so that the update of a table costs the rows the step touched;
 - a guard on the ps (`last_step[worker] == step`) makes a closure that lands on a worker that
   already contributed to this step add nothing; the coordinator checks after every step that
   all N workers contributed and schedules again for the missing ones, or fails loudly;
@@ -23,8 +24,9 @@ import time
 from typing import List
 
 from strategies.parameter_server.ops import in_hand, on_this_worker, packed, settled
+from strategies.parameter_server.row_slots import RowSlots, rows_in
 from tfbench.loop import steps
-from tfbench.models.tables import table_parts
+from tfbench.models.tables import ids_per_example, table_parts
 
 # Scheduling rounds a global step may take before a missing worker is an error, unless the
 # step is still young (a worker restarted after a fault needs seconds to serve again).
@@ -52,36 +54,6 @@ def parts(variable) -> list:
     return list(getattr(variable, "variables", None) or [variable])
 
 
-def add_rows(gradient, pieces, accumulators, touched) -> list:
-    """A sparse gradient (IndexedSlices) added row by row into the accumulators of the variable's
-    shards, each row marked touched: only the rows cross the link to their ps."""
-    from tfbench.framework.tf_import import tf
-
-    ops, offset = [], 0
-    for piece, acc, mark in zip(pieces, accumulators, touched):
-        rows = int(piece.shape[0])
-        inside = tf.logical_and(gradient.indices >= offset, gradient.indices < offset + rows)
-        index = tf.cast(tf.boolean_mask(gradient.indices, inside) - offset, tf.int64)
-        ops.append(tf.raw_ops.ResourceScatterAdd(resource=acc.handle, indices=index,
-                                                 updates=tf.boolean_mask(gradient.values, inside)))
-        ops.append(tf.raw_ops.ResourceScatterUpdate(resource=mark.handle, indices=index,
-                                                    updates=tf.ones_like(index, tf.bool)))
-        offset += rows
-    return ops
-
-
-def apply_rows(piece, acc, mark, learning_rate: float) -> None:
-    """The update of a table's shard on its ps: its touched rows only, then their accumulator and marks cleared."""
-    from tfbench.framework.tf_import import tf
-
-    index = tf.where(mark.read_value())[:, 0]
-    gradient = tf.gather(acc.read_value(), index)
-    tf.raw_ops.ResourceScatterSub(resource=piece.handle, indices=index,
-                                  updates=gradient * tf.cast(learning_rate, gradient.dtype))
-    tf.raw_ops.ResourceScatterUpdate(resource=acc.handle, indices=index, updates=tf.zeros_like(gradient))
-    tf.raw_ops.ResourceScatterUpdate(resource=mark.handle, indices=index, updates=tf.zeros_like(index, tf.bool))
-
-
 def split_like(gradient, pieces):
     """A whole-variable gradient cut like the variable's shards (along the first axis)."""
     from tfbench.framework.tf_import import tf
@@ -100,25 +72,29 @@ class SyncOnPs:
         self.strategy, self.coordinator, self.config, self.device = strategy, coordinator, config, device
         self.model, self.optimizer, self.num_workers = model, optimizer, num_workers
         self.pieces = [parts(v) for v in model.trainable_variables]
-        tables = table_parts(model)  # their gradients are IndexedSlices
+        tables, lookups = table_parts(model), ids_per_example(model)  # a table's gradient: IndexedSlices
         with strategy.scope():
-            self.accumulators, self.touched = [], []
+            # per variable: a dense accumulator per piece, or (a table) the row slots of each shard
+            self.accumulators, self.slots = [], []
             for variable, pieces in zip(model.trainable_variables, self.pieces):
-                accs, marks = [], []
+                accs, slots = [], []
                 for piece in pieces:
+                    if id(variable) in tables:
+                        per_example = lookups.get(id(variable)) or lookups.get(id(piece))
+                        capacity = config.batch_size * per_example if per_example else int(piece.shape[0])
+                        slots.append(RowSlots(strategy, piece, num_workers, capacity))
+                        continue
                     with strategy.extended.colocate_vars_with(piece):
                         accs.append(tf.Variable(tf.zeros(piece.shape, piece.dtype), trainable=False,
                                                 name="grad_accumulator"))
-                        if id(variable) in tables:  # which rows a global step touched
-                            marks.append(tf.Variable(tf.zeros([piece.shape[0]], tf.bool), trainable=False,
-                                                     name="touched_rows"))
                 self.accumulators.append(accs)
-                self.touched.append(marks)
+                self.slots.append(slots)
             with strategy.extended.colocate_vars_with(self.pieces[0][0]):
                 # the global step each worker last contributed to; only worker w writes entry w
                 self.last_step = tf.Variable(tf.fill([num_workers], tf.constant(-1, tf.int64)),
                                              trainable=False, name="last_contribution")
-        self.flat_accumulators = [a for accs in self.accumulators for a in accs]
+        self.flat_accumulators = [a for accs in self.accumulators for a in accs] + [
+            v for slots in self.slots for slot in slots for v in slot.variables]
         self.log = log  # a strategies.parameter_server.ops.PsLog: closure results lost with their worker
         self.worker_step = self._worker_step()
         self.apply = self._apply()
@@ -128,7 +104,8 @@ class SyncOnPs:
 
         model, optimizer, config, strategy = self.model, self.optimizer, self.config, self.strategy
         global_batch = config.batch_size * self.num_workers
-        accumulators, pieces, last_step, touched = self.accumulators, self.pieces, self.last_step, self.touched
+        accumulators, pieces, last_step, slots = self.accumulators, self.pieces, self.last_step, self.slots
+        written = self.flat_accumulators
         device, iterations = self.device, self.optimizer.iterations  # the global step: the version
 
         def contribute(images, labels, worker, step):
@@ -137,35 +114,49 @@ class SyncOnPs:
                 loss, computed, grads = steps.shaped(config, model, optimizer, images, labels, global_batch,
                                                      apply=False)
             adds = []
-            for accs, var_pieces, g, marks in zip(accumulators, pieces, grads, touched):
-                if isinstance(g, tf.IndexedSlices) and marks:
-                    adds += add_rows(g, var_pieces, accs, marks)
+            for accs, var_pieces, g, table_slots in zip(accumulators, pieces, grads, slots):
+                if table_slots:  # a table: its rows into this worker's slot of each shard
+                    offset = 0
+                    if not isinstance(g, tf.IndexedSlices):
+                        raise TypeError(f"synchronous ps: the embedding table {table_slots[0].piece.name} got a "
+                                        f"dense gradient; its slots hold the rows of sparse (IndexedSlices) ones")
+                    for slot in table_slots:
+                        adds += slot.put(worker, *rows_in(g, offset, int(slot.piece.shape[0])))
+                        offset += int(slot.piece.shape[0])
                     continue
                 for acc, piece in zip(accs, split_like(g, var_pieces)):
                     adds.append(acc.assign_add(piece, read_value=False))
             with tf.control_dependencies(adds):
                 mark = last_step.scatter_nd_update([[worker]], [step])
             with tf.control_dependencies([mark]):
-                return settled(loss, [a for accs in accumulators for a in accs]), computed
+                return settled(loss, written), computed
 
         def replica_fn(images, labels, worker, step):
-            read = iterations.read_value()  # the version of strategies.parameter_server.staleness, before the weights
-            with tf.control_dependencies([read]):
-                fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
-                loss, computed = tf.cond(fresh, lambda: contribute(images, labels, worker, step),
-                                         lambda: (tf.constant(0.0, tf.float32), tf.timestamp()))
-            return loss, computed, fresh, read
+            with tf.control_dependencies([in_hand((images, labels))]):
+                return contribute(images, labels, worker, step)
+
+        def with_batch(iterator, worker, step):
+            """A fresh closure: the worker's next batch, its gradient pushed."""
+            images, labels, _ = next(iterator)
+            got = in_hand((images, labels))
+            with tf.control_dependencies([got]):  # the closure's reads from the ps count from the batch on
+                loss, computed = on_this_worker(strategy.run(replica_fn, args=(images, labels, worker, step)))
+            return loss, got, computed
 
         @tf.function(jit_compile=config.xla or None)
         def worker_step(iterator, step):
+            """One closure: read the version (strategies.parameter_server.staleness) and whether this worker
+            already gave this global step its gradient; only a fresh closure takes a batch, so that every
+            worker's k-th batch is the one of global step k."""
             start = tf.timestamp()
+            worker = tf.cast(tf.distribute.coordinator.experimental_get_current_worker_index(), tf.int64)
             with tf.control_dependencies([start]):
-                images, labels, worker = next(iterator)
-            got = in_hand((images, labels, worker))
-            with tf.control_dependencies([got]):  # the closure's reads from the ps count from the batch on
-                loss, computed, fresh, read = on_this_worker(
-                    strategy.run(replica_fn, args=(images, labels, tf.cast(worker, tf.int64), step)))
-            with tf.control_dependencies([loss, computed, fresh, read]):
+                read = iterations.read_value()  # before the weights
+            with tf.control_dependencies([read]):
+                fresh = tf.not_equal(tf.gather(last_step.read_value(), worker), step)
+            loss, got, computed = tf.cond(fresh, lambda: with_batch(iterator, worker, step),
+                                          lambda: (tf.constant(0.0, tf.float32), tf.timestamp(), tf.timestamp()))
+            with tf.control_dependencies([loss, computed]):
                 end = tf.timestamp()
             return packed({"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
                            "worker": worker, "fresh": fresh, "read": read})
@@ -176,24 +167,25 @@ class SyncOnPs:
         from tfbench.framework.tf_import import tf
 
         learning_rate = float(self.config.learning_rate)
-        pairs = [(piece, acc, marks[i] if marks else None)
-                 for var_pieces, accs, marks in zip(self.pieces, self.accumulators, self.touched)
-                 for i, (piece, acc) in enumerate(zip(var_pieces, accs))]
+        dense = [(piece, acc) for var_pieces, accs in zip(self.pieces, self.accumulators)
+                 for piece, acc in zip(var_pieces, accs)]
+        slots = [slot for table_slots in self.slots for slot in table_slots]
         iterations = self.optimizer.iterations
 
         @tf.function
         def apply_on_ps():
-            for piece, acc, mark in pairs:
+            for piece, acc in dense:
                 with tf.device(acc.device):  # the ps holding both: nothing of size |w| leaves it
-                    if mark is not None:
-                        apply_rows(piece, acc, mark, learning_rate)
-                        continue
                     gradient = acc.read_value()
                     piece.assign_sub(gradient * tf.cast(learning_rate, gradient.dtype), read_value=False)
                     acc.assign(tf.zeros_like(gradient), read_value=False)
+            for slot in slots:
+                with tf.device(slot.piece.device):  # the touched rows of the shard, on its ps
+                    slot.apply(learning_rate)
             with tf.device(iterations.device):
                 count = iterations.assign_add(1)
-            return settled(count, [p for p, _, _ in pairs] + [a for _, a, _ in pairs])
+            return settled(count, [p for p, _ in dense] + [a for _, a in dense] + [s.piece for s in slots]
+                           + [v for s in slots for v in s.variables])
 
         return apply_on_ps
 

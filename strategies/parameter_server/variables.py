@@ -63,11 +63,12 @@ def bytes_per_ps(variables) -> Dict[str, dict]:
 def rows_per_ps(model, config, shards: int) -> Dict[str, dict]:
     """What each ps serves of the embedding tables per step: the rows the batches of `shards`
     workers touch in the table shards it holds (each worker's rows counted: every worker pulls and
-    pushes its own), from the workload's ids and the live shards' devices and row ranges."""
+    pushes its own), from the workload's ids (the mean over its first steps, as its `sparse` facts
+    count them) and the live shards' devices and row ranges."""
     from tfbench.models.tables import embedding_tables
 
-    touched = config.workload.touched_rows(config)
-    if not touched:
+    steps = [config.workload.touched_rows(config, k) for k in range(config.workload.fact_steps)]
+    if not steps or not steps[0]:
         return {}
     served: Dict[str, dict] = {}
     for t, table in enumerate(embedding_tables(model)):
@@ -75,10 +76,18 @@ def rows_per_ps(model, config, shards: int) -> Dict[str, dict]:
         for piece in getattr(table, "variables", None) or [table]:
             rows = int(piece.shape[0])
             entry = served.setdefault(placement.short_device(piece.device), {"rows_per_worker_step": 0.0,
-                                                                             "rows_per_global_step": 0})
-            counts = [int(((ids >= offset) & (ids < offset + rows)).sum()) for ids in
-                      (touched[s][t] for s in range(min(shards, len(touched))))]
-            entry["rows_per_worker_step"] += sum(counts) / max(1, len(counts))
-            entry["rows_per_global_step"] += sum(counts)
+                                                                             "rows_per_global_step": 0.0})
+            for touched in steps:
+                counts = [int(((ids >= offset) & (ids < offset + rows)).sum()) for ids in
+                          (touched[s][t] for s in range(min(shards, len(touched))))]
+                entry["rows_per_worker_step"] += sum(counts) / max(1, len(counts)) / len(steps)
+                entry["rows_per_global_step"] += sum(counts) / len(steps)
             offset += rows
     return dict(sorted(served.items()))
+
+
+def row_skew(served: Dict[str, dict]) -> float:
+    """ps_row_skew: the rows the busiest ps serves per global step over the mean of every ps."""
+    counts = [entry["rows_per_global_step"] for entry in served.values()]
+    mean = sum(counts) / len(counts) if counts else 0.0
+    return max(counts) / mean if mean else float("nan")

@@ -126,6 +126,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     from tfbench.loop.benchmark import Profiler, Reporter
 
     adapter = strategies.create(config, task, plan, run)  # run: where the other tasks' logs (placement evidence) are
+    adapter.keeps_initial_weights = bool(os.environ.get(DUMP_WEIGHTS_ENV))  # a copy of every weight: only if asked
     startup.mark("strategy_ready")
     ready()
     reporter = Reporter(run.path, task.name, run.task_tb(task.name), config,
@@ -143,7 +144,7 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
     if sparse:
         from tfbench.measure import sparse as sparse_wire
 
-        sparse["wire"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
+        sparse["wire_by_rule"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
     for m in measurements:
         extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, workload=workload.summary(config),
                      **task_facts(run, plan, task, m))

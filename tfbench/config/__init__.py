@@ -13,6 +13,7 @@ from tfbench.config.choices import (  # noqa: F401
                                     LINK_PRESETS,
                                     MODES,
                                     NETWORKS,
+                                    OPTIMIZERS,
                                     PLACEMENTS,
                                     PS_PLACEMENTS,
                                     TBF_MAX_BPS,

@@ -20,6 +20,12 @@ PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
 LAUNCHERS = ("local", "slurm")
 NETWORKS = ("local", "emulated")
+# --optimizer: the SGD every strategy trains with (tfbench.loop.steps builds it) -> (its class, what its
+# update of an embedding table's sparse gradient (IndexedSlices) costs on TF 2.21 with tf_keras).
+OPTIMIZERS = {
+    "sgd": ("tf_keras.optimizers.legacy.SGD", "a scatter of the rows the step touched"),
+    "sgd_v2": ("tf_keras.optimizers.SGD", "the whole table, whatever rows the step touched"),
+}
 # Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
 # and today's data-centre Ethernet, for the performance model's predictions (tools.model).
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,

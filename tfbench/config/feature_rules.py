@@ -91,7 +91,9 @@ def check_data(c) -> None:
     need(0.0 <= c.target_accuracy <= 1.0, f"--target_accuracy is a fraction in (0, 1], got {c.target_accuracy:g}")
     if c.dataset == "synthetic":
         need(c.target_accuracy == 0.0, "--target_accuracy needs real labels: add --dataset=digits")
-        need(c.eval_every == 0, "--eval_every needs real labels: add --dataset=digits")
+        need(c.eval_every == 0 or c.workload.labelled, "--eval_every needs real labels: add --dataset=digits")
+        need(not c.workload.evaluates(c) or c.mode == "train", "held-out evaluation (--eval_every, --target_auc) "
+                                                               "applies to --mode=train only")
         return
     need(c.workload.kind == "image", f"--dataset={c.dataset} holds images for tfbench's image models; "
                                      f"--model={c.model} does not read them")

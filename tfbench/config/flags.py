@@ -32,6 +32,9 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
         ("integer", "num_warmup_steps", "Steps run before timing starts (never timed)."),
         ("integer", "num_steps", "Measured steps."),
         ("float", "learning_rate", "SGD learning rate."),
+        ("string", "optimizer", "The SGD every strategy trains with: " + "; ".join(
+            f"{name} ({cls}; its update of an embedding table's sparse gradient costs {cost})"
+            for name, (cls, cost) in config_lib.OPTIMIZERS.items()) + "."),
         ("integer", "seed", "Seed for weights and synthetic data."),
         ("boolean", "xla", "Compile the step with XLA (jit_compile)."),
     )),
@@ -39,7 +42,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Distribution", (
         ("string", "strategy", f"One of {', '.join(config_lib.STRATEGIES)}."),
         ("integer", "num_workers", "Worker tasks (Horovod: ranks)."),
-        ("integer", "num_ps", "Parameter servers (parameter_server and hybrid; 0: one)."),
+        ("integer", "num_ps", "Parameter servers (parameter_server and hybrid; 0: one, or for a recommender one "
+                                "per worker and at least 2, so that its tables are sharded)."),
         ("string", "ps_placement", "collocated: each ps shares a worker's host; separate: a host of its own."),
         ("string", "knob_source", "Where the strategy's knob values came from, for the record (sweeps set it to the "
                                   "saved tuning they read for tuning: best); '': the flags."),

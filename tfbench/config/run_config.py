@@ -26,6 +26,7 @@ class RunConfig:
     num_warmup_steps: int = 5
     num_steps: int = 10
     learning_rate: float = 0.1
+    optimizer: str = "sgd"  # tfbench.config.choices.OPTIMIZERS: the legacy SGD (sparse updates scatter rows) or sgd_v2
     logdir: str = "runs"
     run_id: str = ""
     cores_per_worker: int = 0  # 0: this machine's cores split evenly among the local workers
@@ -37,7 +38,7 @@ class RunConfig:
     # Distribution.
     strategy: str = "default"
     num_workers: int = 1
-    num_ps: int = 0  # 0 with parameter_server: one ps
+    num_ps: int = 0  # 0 with parameter_server: the workload's default (Workload.default_num_ps)
     ps_placement: str = "collocated"
     knob_source: str = ""  # where the knob values came from (a saved tuning, for sweeps' tuning: best); "": flags
     ps_partitioner: str = "min_size"  # none, min_size or fixed (tfbench.config.knobs)
@@ -157,7 +158,10 @@ class RunConfig:
 
     @property
     def effective_num_ps(self) -> int:
-        return choices.effective_num_ps(self.strategy, self.num_ps)
+        """--num_ps, or with 0 the workload's default (one ps; a recommender's tables sharded over several)."""
+        if self.num_ps or not strategy_traits.get(self.strategy).ps_tasks:
+            return choices.effective_num_ps(self.strategy, self.num_ps)
+        return self.workload.default_num_ps(self.num_workers)
 
     @property
     def effective_num_local_devices(self) -> int:

@@ -76,6 +76,7 @@ class Traits:
     checkpoints: bool = False  # --checkpoint_every: a killed task restarts the cluster from a checkpoint
     elastic: bool = False  # --horovod_elastic: ranks may leave and rejoin
     all_reduce: bool = False  # gradients all-reduced among workers (2(N-1)/N |w| per host and step)
+    gather_pads: bool = False  # its all-gather of sparse rows pads every worker's to the most any worker has
     knobs: Tuple[Knob, ...] = ()
     tune_grid: Mapping[str, tuple] = dataclasses.field(default_factory=dict)  # --tune: knob -> values tried
     # launch kind -> why the strategy cannot run there
@@ -131,6 +132,7 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
     Traits("mirrored", "strategies.mirrored:MirroredAdapter", "Mirrored", local_devices=True),
     Traits("multi_worker_mirrored", "strategies.multi_worker_mirrored:MultiWorkerMirroredAdapter", "MWMS",
            meet=(TF_ROLES,), checkpoints=True, all_reduce=True,
+           gather_pads=True,  # TensorFlow's collectives: equal shapes only
            knobs=(Knob("all_reduce", "auto: TensorFlow picks the collective implementation"),
                   Knob("mwms_bytes_per_pack", "0: every gradient in one pack, one all-reduce per step"),
                   Knob("mwms_timeout", "0: collectives never time out")),

@@ -22,6 +22,7 @@ from tfbench.config.choices import (
     LAUNCHERS,
     MODES,
     NETWORKS,
+    OPTIMIZERS,
     PLACEMENTS,
     PS_PLACEMENTS,
     TBF_MAX_BPS,
@@ -84,6 +85,7 @@ def _check_ranges(c: RunConfig, kind: Kind) -> None:
                                   f"step), got {c.num_warmup_steps}")
     need(c.num_classes >= 2, f"--num_classes must be at least 2, got {c.num_classes}")
     need(c.learning_rate > 0, f"--learning_rate must be positive, got {c.learning_rate}")
+    _one_of(c.optimizer, OPTIMIZERS, "optimizer")
     _one_of(c.data_format, DATA_FORMATS, "data_format")
     need(c.cores_per_worker >= 0, f"--cores_per_worker must be 0 (auto) or more, got {c.cores_per_worker}")
     if _tasks_run_here(c, kind):

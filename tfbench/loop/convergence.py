@@ -1,10 +1,12 @@
-"""Held-out accuracy and loss during training, and the time to reach a target accuracy.
+"""Held-out accuracy (or AUC) and loss during training, and the time to reach a target.
 
 One task evaluates (the coordinator of a parameter-server run, else worker 0 / rank 0): at the
 start of the measured window and every --eval_every steps after, on the held-out part of the
-real dataset (tfbench.data.datasets), with the current weights. Each point holds the training time
-so far, the updates applied so far and the images trained on. TensorBoard gets the points twice:
-`eval/*` on the run's shared time axis, `eval_by_update/*` with the update count as the step.
+real dataset (tfbench.data.datasets), or on the held-out examples of a workload whose synthetic
+labels a model can learn (a recommender's planted clicks: AUC, --target_auc), with the current
+weights. Each point holds the training time so far, the updates applied so far and the examples
+(images) trained on. TensorBoard gets the points twice: `eval/*` on the run's shared time axis,
+`eval_by_update/*` with the update count as the step.
 
 Training time runs from the start of the measured window (warm-up steps train too: their updates
 are counted) and leaves out evaluation pauses wherever training waits for them (synchronous
@@ -33,14 +35,24 @@ class Evaluator:
         from tfbench.framework.tf_import import tf
 
         self.config, self.pauses_training = config, pauses_training
-        _, _, x_test, y_test = datasets.arrays(config.dataset, config.image_size)
-        images, labels = tf.constant(x_test), tf.constant(y_test)
+        workload = config.workload
+        self.metric, self.unit = ("accuracy", "images") if config.dataset != "synthetic" else (workload.metric,
+                                                                                              workload.unit)
+        if config.dataset != "synthetic":
+            _, _, x_test, y_test = datasets.arrays(config.dataset, config.image_size)
+            features, labels = tf.constant(x_test), tf.constant(y_test)
+        else:
+            with tf.device(device) if device else contextlib.nullcontext():
+                features, labels = workload.held_out(config)
+        self.labels = labels.numpy()
 
         @tf.function
         def evaluate():
             with tf.device(device) if device else contextlib.nullcontext():
-                logits = tf.cast(model(images, training=False), tf.float32)
-                loss = tf.reduce_mean(config.workload.per_example_loss(labels, logits))
+                logits = tf.cast(model(features, training=False), tf.float32)
+                loss = tf.reduce_mean(workload.per_example_loss(labels, logits))
+                if self.metric != "accuracy":
+                    return loss, logits
                 correct = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), labels)
                 return loss, tf.reduce_mean(tf.cast(correct, tf.float32))
 
@@ -58,42 +70,52 @@ class Evaluator:
         measured = step + 1 - c.num_warmup_steps
         return measured > 0 and (measured % c.effective_eval_every == 0 or step + 1 == c.total_steps)
 
-    def start(self, wall: float, updates: int, images: int) -> None:
+    def start(self, wall: float, updates: int, examples: int) -> None:
         """The measured window starts: training time is 0 here; the first point is taken."""
         self.start_wall = wall
-        self.evaluate(wall, updates, images, step=self.config.num_warmup_steps)
+        self.evaluate(wall, updates, examples, step=self.config.num_warmup_steps)
 
-    def evaluate(self, wall: float, updates: int, images: int, step: int) -> Dict:
-        """One point: the weights as they are now, after `updates` updates and `images` images."""
+    def measure(self):
+        """(loss, metric) of the weights as they are now."""
+        loss, value = self._evaluate()
+        if self.metric == "auc":
+            from tfbench.workloads.clicks import auc
+
+            return float(loss), auc(self.labels, value.numpy().ravel())
+        return float(loss), float(value)
+
+    def evaluate(self, wall: float, updates: int, examples: int, step: int) -> Dict:
+        """One point: the weights as they are now, after `updates` updates and `examples` examples."""
         t0 = time.perf_counter()
-        loss, accuracy = (float(v) for v in self._evaluate())
+        loss, value = self.measure()
         spent = time.perf_counter() - t0
         point = {"step": step, "train_s": max(0.0, wall - self.start_wall - self.paused_s), "updates": int(updates),
-                 "images": int(images), "accuracy": accuracy, "loss": loss, "eval_s": spent}
+                 self.unit: int(examples), self.metric: value, "loss": loss, "eval_s": spent}
         if self.pauses_training:
             self.paused_s += spent
         self.points.append(point)
         if self.events:
-            scalars = {"eval/accuracy": accuracy, "eval/loss": loss}
+            scalars = {f"eval/{self.metric}": value, "eval/loss": loss}
             self.events.scalars(scalars, step=timeline.step_ms(self.origin, wall), wall_time=wall)
             self.events.scalars({f"eval_by_update/{k[5:]}": v for k, v in scalars.items()}, step=updates,
                                 wall_time=wall)
         return point
 
     def summary(self) -> Dict:
-        """The record's `convergence` field."""
-        c = self.config
-        target = c.target_accuracy or None
-        reached = next((p for p in self.points if target and p["accuracy"] >= target), None)
+        """The record's `convergence` field (metric m: accuracy, or a recommender's auc)."""
+        c, m = self.config, self.metric
+        target = (c.target_accuracy if m == "accuracy" else c.workload.target(c)) or None
+        reached = next((p for p in self.points if target and p[m] >= target), None)
         last = self.points[-1] if self.points else {}
         return {
-            "dataset": c.dataset, "eval_every": c.effective_eval_every, "points": self.points,
-            "final_accuracy": last.get("accuracy"), "final_loss": last.get("loss"),
-            "best_accuracy": max((p["accuracy"] for p in self.points), default=None),
-            "target_accuracy": target,
-            "time_to_accuracy_s": reached["train_s"] if reached else None,
-            "updates_to_accuracy": reached["updates"] if reached else None,
-            "images_to_accuracy": reached["images"] if reached else None,
+            "dataset": c.dataset if c.dataset != "synthetic" else f"{c.model}'s held-out stream", "metric": m,
+            "eval_every": c.effective_eval_every, "points": self.points,
+            f"final_{m}": last.get(m), "final_loss": last.get("loss"),
+            f"best_{m}": max((p[m] for p in self.points), default=None),
+            f"target_{m}": target,
+            f"time_to_{m}_s": reached["train_s"] if reached else None,
+            f"updates_to_{m}": reached["updates"] if reached else None,
+            f"{self.unit}_to_{m}": reached[self.unit] if reached else None,
             "reached": bool(reached) if target else None,
             "evaluation_pauses_s": self.paused_s,
             "evaluation_pauses_training": self.pauses_training,
@@ -107,8 +129,9 @@ class Evaluator:
 
 def make(config, model, run, task_name: str, device: Optional[str] = None,
          pauses_training: bool = True) -> Optional[Evaluator]:
-    """An Evaluator for a real-data run (None on synthetic data, which has no accuracy)."""
-    if config.dataset == "synthetic":
+    """An Evaluator for a real-data run, or a run of a workload that evaluates on held-out examples
+    of its own (a recommender's, when asked); None otherwise (synthetic images have no accuracy)."""
+    if config.dataset == "synthetic" and not config.workload.evaluates(config):
         return None
     return Evaluator(config, model, run.task_tb(task_name) if run is not None else None,
                      run.path if run is not None else None, device, pauses_training)
@@ -117,7 +140,7 @@ def make(config, model, run, task_name: str, device: Optional[str] = None,
 class Hook:
     """Evaluates between steps of a timing loop (its before/after calls sit outside the timed
     region): the first point as the measured window starts, then on the --eval_every grid.
-    `updates()` gives the updates applied so far; each trained on `images_per_update` images."""
+    `updates()` gives the updates applied so far; each trained on `images_per_update` examples."""
 
     def __init__(self, evaluator: Evaluator, updates: Callable[[], int], images_per_update: int):
         self.evaluator, self.updates, self.images_per_update = evaluator, updates, images_per_update

@@ -82,4 +82,29 @@ def forward(model, features):
 
 
 def optimizer(config):
-    return keras.optimizers.SGD(learning_rate=config.learning_rate)
+    """--optimizer (tfbench.config.choices.OPTIMIZERS), one for every strategy. The legacy SGD is
+    the default: its update of an embedding table's sparse gradient is a scatter of the rows the
+    step touched (ResourceScatterAdd), while tf_keras' v2 SGD's costs the whole table on TF 2.21
+    (README: Embedding models); TensorFlow's parameter-server tutorial trains with the legacy ones."""
+    if config.optimizer == "sgd_v2":
+        return keras.optimizers.SGD(learning_rate=config.learning_rate)
+    return keras.optimizers.legacy.SGD(learning_rate=config.learning_rate)
+
+
+def prepare(optimizer, variables) -> None:
+    """Creates the optimizer's own variables (iterations, hyperparameters, slots) before the first
+    step, in the caller's strategy scope, so that a strategy places and broadcasts them with the
+    model's. The legacy optimizers have no public builder: _create_all_weights is theirs."""
+    if hasattr(optimizer, "build"):
+        optimizer.build(variables)
+    else:
+        optimizer._create_all_weights(variables)  # noqa: SLF001 - the legacy OptimizerV2's builder
+
+
+def optimizer_record(config, applied_by: str = "") -> dict:
+    """The records' `optimizer` entry: which ran, and what its sparse update costs."""
+    from tfbench.config.choices import OPTIMIZERS
+
+    cls, cost = OPTIMIZERS[config.optimizer]
+    return {"name": config.optimizer, "class": cls, "sparse_update_costs": cost,
+            "applied_by": applied_by or "the optimizer's apply_gradients in every replica's step"}

@@ -7,7 +7,10 @@ task the launcher would start on this machine:
 - the TensorFlow runtime of one process (RUNTIME_BYTES; a tiny-model task peaks near it here);
 - weights: every task that builds the model holds |w| (the PS coordinator and workers read the
   ps' copy but keep their own gradients, |w| again); a ps holds its share of what lives on the
-  ps (|w|, or the embedding tables when the strategy replicates the rest) and the optimizer's share;
+  ps (|w|, or the embedding tables when the strategy replicates the rest): for the dense variables
+  as much again (the optimizer's share, a synchronous ps's accumulators); of an embedding table only
+  its shard (the update scatters the touched rows, and a synchronous ps keeps them in row slots),
+  twice that under --optimizer=sgd_v2, whose sparse update makes temporaries of the whole table;
 - activations: train keeps every float output of the forward pass for the backward pass (the
   floats of one example's forward graph x examples per step; their gradients are transient);
   forward needs about the largest op's input, output and workspace (3 x its output x examples).
@@ -120,8 +123,9 @@ def task_bytes(role: str, config, model: Dict[str, int], examples_per_step: int)
     weights = 4 * model["params"]
     tables = config.workload.replicated_bytes(config)  # embedding tables: sparse gradients, the touched rows only
     if role == "ps":  # what lives there: every variable, or (dense layers replicated) the tables
-        held = tables if config.traits.dense_replicated else weights
-        return RUNTIME_BYTES + 2 * held // max(1, config.effective_num_ps)
+        dense = 0 if config.traits.dense_replicated else weights - tables
+        whole_table = 2 if config.optimizer == "sgd_v2" else 1
+        return RUNTIME_BYTES + (2 * dense + whole_table * tables) // max(1, config.effective_num_ps)
     if config.traits.ps_tasks:  # tables on ps stay there: a worker holds the rows it touches
         weights -= tables
         tables = 0
@@ -196,12 +200,16 @@ def replicated_refusal(config, replicated: int, est: Dict[str, int], have: int) 
     from tfbench.config import strategy_traits
 
     sharding = " or ".join(strategy_traits.names(lambda t: t.ps_tasks))
-    ps_needed = -(-2 * replicated // max(1, have - RUNTIME_BYTES))  # tables and their gradients, per ps
+    ps = config.workload.default_num_ps(config.num_workers)
+    if replicated + RUNTIME_BYTES * (config.num_workers + 1 + ps) <= have:  # each ps holds its shard once
+        where = f"its {ps} ps would hold them between them, on this machine"
+    else:
+        needed = -(-replicated // max(1, have - RUNTIME_BYTES))
+        where = (f"about {needed} ps of {have / GB:.0f} GB for these tables"
+                 + (", so on a cluster: --launcher=slurm or python -m cluster.k8s" if needed > 1 else ""))
     return (f"--strategy={config.strategy} replicates {config.model}'s {replicated / GB:.1f} GB of embedding tables "
             f"on every worker: its {est['tasks']} task(s) need about {est['total'] / GB:.1f} GB and this machine has "
-            f"{have / GB:.1f} GB available; --strategy={sharding} shards the tables over its ps instead (about "
-            f"{ps_needed} ps of {have / GB:.0f} GB for these tables"
-            + (", so on a cluster: --launcher=slurm or python -m cluster.k8s)" if ps_needed > 1 else ")"))
+            f"{have / GB:.1f} GB available; --strategy={sharding} shards the tables over its ps instead ({where})")
 
 
 def describe(result: Dict[str, int]) -> str:

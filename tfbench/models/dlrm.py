@@ -13,6 +13,20 @@ from __future__ import annotations
 from typing import Sequence
 
 
+def sparse_rows(table, ids):
+    """The rows `ids` of `table`, read where it lives and never whole: a parameter server's sharded
+    table each shard's rows, stitched back in order; any other its sparse_read (ResourceGather), a
+    mirrored table's on this replica's copy. tf.nn.embedding_lookup and tf.gather read a table that is
+    no plain resource variable (MultiWorkerMirrored's MirroredVariable) whole, then gather: after a
+    sparse update that read copies the table, every step."""
+    from tfbench.framework.tf_import import tf
+
+    if getattr(table, "variables", None):
+        return tf.nn.embedding_lookup(table, ids)
+    mine = getattr(table, "_get_on_device_or_primary", None)  # noqa: SLF001 - no public getter of a replica's copy
+    return (mine() if mine else table).sparse_read(ids)
+
+
 def unique_embedding(rows: int, dim: int, name: str):
     """An Embedding layer whose lookup reads each distinct id of its input once."""
     from tfbench.framework.tf_import import keras, tf
@@ -21,7 +35,7 @@ def unique_embedding(rows: int, dim: int, name: str):
         def call(self, inputs):
             ids = tf.cast(inputs, tf.int64)
             unique, position = tf.unique(tf.reshape(ids, [-1]))
-            rows_ = tf.nn.embedding_lookup(self.embeddings, unique)  # a sharded table: each shard's rows
+            rows_ = sparse_rows(self.embeddings, unique)
             out = tf.gather(rows_, position)
             return tf.reshape(out, [-1, *inputs.shape[1:], self.output_dim])  # [B, h, D], h known
 

@@ -17,7 +17,7 @@ from tfbench.measure import breakdown, comm, elastic_steps, stats
 RESULTS_FILE = "results.jsonl"
 # The results format's version (docs/results.md): fields may be added within a version; removing,
 # renaming or redefining one (its unit, its meaning) or a column of results.csv increments it.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def append(path: str, record: dict) -> None:
@@ -241,7 +241,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
         if tasks[0].get(key):
             record[key] = tasks[0][key]
     record.update(training_dynamics(task_records))
-    for key in ("workload", "sparse"):  # the same in every task's record: what the workload is and touches
+    for key in ("workload", "sparse", "ps_row_skew", "optimizer"):  # the same in every task's record
         found = next((r[key] for r in tasks if r.get(key)), None)
         if found:
             record[key] = found

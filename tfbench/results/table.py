@@ -34,11 +34,14 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     lines = [
         f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
         + (f"  ps={config.effective_num_ps} ({config.ps_placement}"
-           + (f", {'sync' if config.ps_sync else 'async'})" if config.traits.coordinated else ")")
-           if config.traits.ps_tasks else "")
+           + (f", {'sync' if config.ps_sync else 'async'}" if config.traits.coordinated else "")
+           + (f"; {first['num_ps_source'].split(':')[0]}" if first.get("num_ps_source") and config.effective_num_ps > 1
+              else "")
+           + ")" if config.traits.ps_tasks else "")
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
-        f"{workload.describe(config)}  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
+        f"{workload.describe(config)}  warm-up={config.num_warmup_steps}  measured={config.num_steps}"
+        + (f"  optimizer={cluster['optimizer']['name']}" if cluster.get("optimizer") else ""),
     ]
     if knobs.knobs_for(config.strategy):
         lines.append(f"knobs: {knobs.describe(config)}")
@@ -153,8 +156,8 @@ def shards_line(tasks: List[dict]) -> Optional[str]:
         per_step = {name: entry["rows_per_global_step"] for name, entry in rows.items()}
         average = sum(per_step.values()) / len(per_step)
         line += ("; embedding rows served per global step (every worker's): "
-                 + ", ".join(f"{name} {count}" for name, count in per_step.items())
-                 + (f"; busiest {max(per_step.values()) / average:.2f}x the mean" if average else ""))
+                 + ", ".join(f"{name} {count:.1f}" for name, count in per_step.items())
+                 + (f"; busiest {max(per_step.values()) / average:.2f}x the mean (ps_row_skew)" if average else ""))
     return line
 
 
@@ -255,14 +258,17 @@ def convergence_line(summary: Dict) -> str:
     points = summary.get("points") or []
     if not points:
         return "convergence: no evaluation"
-    out = (f"held-out accuracy ({summary['dataset']}): {points[0]['accuracy']:.3f} -> {summary['final_accuracy']:.3f} "
-           f"after {points[-1]['updates']} updates, {points[-1]['train_s']:.1f} s of training")
-    if summary.get("target_accuracy"):
+    m = summary.get("metric", "accuracy")
+    examples = next(k for k in ("images", "examples", "tokens") if k in points[-1])
+    out = (f"held-out {m.replace('auc', 'AUC')} ({summary['dataset']}): {points[0][m]:.3f} -> "
+           f"{summary[f'final_{m}']:.3f} after {points[-1]['updates']} updates ({points[-1][examples]} {examples}), "
+           f"{points[-1]['train_s']:.1f} s of training")
+    if summary.get(f"target_{m}"):
         if summary.get("reached"):
-            out += (f"; {summary['target_accuracy']:.2f} reached in {summary['time_to_accuracy_s']:.1f} s, "
-                    f"{summary['updates_to_accuracy']} updates")
+            out += (f"; {summary[f'target_{m}']:.2f} reached in {summary[f'time_to_{m}_s']:.1f} s, "
+                    f"{summary[f'updates_to_{m}']} updates, {summary[f'{examples}_to_{m}']} {examples}")
         else:
-            out += f"; {summary['target_accuracy']:.2f} not reached"
+            out += f"; {summary[f'target_{m}']:.2f} not reached"
     if summary.get("evaluation_pauses_training") and summary.get("evaluation_pauses_s"):
         out += f" (evaluation pauses of {summary['evaluation_pauses_s']:.2f} s lie inside the measured window)"
     return out

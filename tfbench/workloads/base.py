@@ -38,6 +38,9 @@ class Workload(abc.ABC):
     own_flags: Tuple[str, ...] = ()  # flags only this kind of workload reads (others refuse them off default)
     reads_files: bool = False  # its examples can be read from files (--data_dir: tfbench.data.records)
     kind: str = ""  # what sort of workload, as records name it: image, transformer, user
+    streams: bool = False  # its synthetic examples are a stream each task makes step after step (its dataset())
+    metric: str = "accuracy"  # what its held-out evaluation measures (tfbench.loop.convergence)
+    labelled: bool = False  # its synthetic examples carry labels a model can learn, and a held-out set (held_out())
 
     @property
     def reads(self) -> Tuple[str, ...]:
@@ -73,15 +76,31 @@ class Workload(abc.ABC):
         """The ids a batch looks up in each embedding table, in the model's table order (tensors)."""
         return []
 
-    def touched_rows(self, config) -> Optional[list]:
-        """[shard][table] -> the distinct row ids that shard's batch looks up in that embedding
-        table (numpy), for workloads with tables; None otherwise."""
+    fact_steps = 1  # steps whose examples step_facts() and touched_rows() describe (their mean)
+
+    def touched_rows(self, config, step: int = 0) -> Optional[list]:
+        """[shard][table] -> the distinct row ids that shard's batch of `step` looks up in that
+        embedding table (numpy), for workloads with tables; None otherwise."""
         return None
 
     def step_facts(self, config) -> Dict:
         """What one step's examples touch, counted from the batches themselves (an embedding
         table's unique rows): the task record's `sparse` entry; {} when there is nothing sparse."""
         return {}
+
+    def evaluates(self, config) -> bool:
+        """Whether a run of it measures held-out `metric` on examples of its own (held_out()); real
+        datasets are evaluated by tfbench.loop.convergence whatever the workload."""
+        return False
+
+    def target(self, config) -> float:
+        """The held-out `metric` a run records the time to (0: none)."""
+        return config.target_accuracy
+
+    def default_num_ps(self, num_workers: int) -> int:
+        """Parameter servers a run of it has when --num_ps is 0."""
+        return 1
+
     def import_paths(self) -> Tuple[str, ...]:
         """Directories every task of a run must import from (a user's module: the one it was found
         under, tfbench.workloads.user); launchers put them on PYTHONPATH."""
@@ -108,6 +127,10 @@ class Workload(abc.ABC):
         of `cores` cores. Only workloads that read files or a dataset have one (validation refuses
         --data_dir and --dataset for the others)."""
         raise WorkloadError(f"--model={self.name} reads no input from files or datasets")
+
+    def held_out(self, config) -> Tuple:
+        """(features, labels) its held-out evaluation runs on, where evaluates() (tensors)."""
+        raise WorkloadError(f"--model={self.name} has no held-out examples of its own")
 
     @abc.abstractmethod
     def example_spec(self, config) -> Tuple:

@@ -68,7 +68,8 @@ ARGUMENTS = Arguments(f"Image models (--model={', '.join(OWN_MODELS)} or a tf_ke
     Arg("string", "data_format", "NHWC", "NHWC or NCHW (NCHW needs a GPU)."),
     Arg("string", "dataset", "synthetic", "synthetic (ImageNet-like noise, no accuracy) or digits (scikit-learn's "
                                           "handwritten digits, shipped in the package; 20% held out for evaluation)."),
-    Arg("integer", "eval_every", 0, "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run)."),
+    Arg("integer", "eval_every", 0, "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run); "
+                                    "recommenders: held-out AUC (0: only with --target_auc)."),
     Arg("float", "target_accuracy", 0.0, "Real data: record the training time to this held-out accuracy (0: none)."),
     Arg("string", "data_dir", "", "Image workloads: a directory of TFRecord shards (train-*) of JPEG images in "
                                   "ImageNet's layout (image/encoded, image/class/label; python -m tools.data writes "

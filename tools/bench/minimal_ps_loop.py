@@ -1,8 +1,9 @@
 """The reference for tools.bench's parameter-server row: a minimal ClusterCoordinator training loop
 of the DLRM-like recommender, written as a user would write it, with nothing of tfbench.
 
-It starts its own cluster of tf.distribute.Server processes on this machine (1 ps, --num_workers
-workers), is its coordinator, schedules --num_warmup_steps closures (untimed), waits for them,
+It starts its own cluster of tf.distribute.Server processes on this machine (--num_ps ps, --num_workers
+workers; with 2 ps or more every variable above 256 KiB split over them, TensorFlow's MinSizePartitioner),
+is its coordinator, schedules --num_warmup_steps closures (untimed), waits for them,
 then schedules --num_steps closures at once, free-running, and prints one JSON line: examples/sec
 = batch x closures / the wall time from scheduling the first to the end of the last (join), and
 where each process ran. A closure is one asynchronous update of whichever worker runs it (pull
@@ -13,9 +14,11 @@ pinned to the i-th core this process may use (1 intra-op, 2 inter-op threads); t
 coordinator, take a spare core each when there is one, else share the workers' cores (threads:
 their cores, at most 2 inter-op). On 2 cores with 2 workers: worker_0 on core 0, worker_1 on
 core 1, ps and coordinator on cores 0,1. The model and the data follow docs/definitions.md:
-T tables of R rows x D dims looked up by unique ids, h ids per table from Zipf(alpha) made with
-numpy from (seed, worker) before timing, bottom MLP 64-32-D, dot interaction, top MLP 64-32-1,
-binary cross-entropy, SGD 0.1.
+T tables of R rows x D dims looked up by unique ids, h values per table from Zipf(alpha) made with
+numpy from (seed, worker) before timing, each value's row a hash of it (--id_layout=hashed: an
+affine map by a prime, a bijection of the rows) or the value itself (hot_first), bottom MLP
+64-32-D, dot interaction, top MLP 64-32-1, binary cross-entropy, the legacy SGD 0.1 (as
+TensorFlow's parameter-server tutorial).
 
 The servers are children in process groups of their own, asked to die with this process
 (PR_SET_PDEATHSIG): killed by any signal, it leaves nothing behind; at the end it stops them.
@@ -39,8 +42,10 @@ STOP_WAIT_S = 10.0
 FLAGS = (("batch_size", int, 32, "examples per closure (per worker)"),
          ("embedding_tables", int, 8, "T tables"), ("embedding_rows", int, 100000, "R rows per table"),
          ("embedding_dim", int, 16, "D dims per row"), ("ids_per_feature", int, 1, "h ids per table and example"),
-         ("zipf_alpha", float, 1.0, "ids from Zipf(alpha) over a table's rows; 0: uniform"),
+         ("zipf_alpha", float, 1.0, "values from Zipf(alpha) over a table's values; 0: uniform"),
+         ("id_layout", str, "hashed", "each value's row: hashed (an affine bijection) or hot_first (the value)"),
          ("dense_features", int, 13, "inputs of the bottom MLP"), ("num_workers", int, 2, "worker servers"),
+         ("num_ps", int, 1, "parameter servers"),
          ("num_warmup_steps", int, 10, "closures scheduled and waited for before timing"),
          ("num_steps", int, 100, "closures timed"), ("seed", int, 0, "seed of the data"))
 
@@ -63,6 +68,8 @@ def parse(argv):
             p.error(f"--{name} must be at least 1, got {getattr(a, name)}")
     if a.zipf_alpha < 0:
         p.error(f"--zipf_alpha must be 0 or more, got {a.zipf_alpha:g}")
+    if a.id_layout not in ("hashed", "hot_first"):
+        p.error(f"--id_layout must be hashed or hot_first, got {a.id_layout!r}")
     return a
 
 
@@ -76,15 +83,15 @@ def serve(job, intra, inter):
                          protocol="grpc", config=config, start=True).join()
 
 
-def placement(num_workers, cores):
+def placement(num_workers, cores, num_ps=1):
     """task -> (cores, intra-op threads, inter-op threads), as the module's docstring says."""
     cores = sorted(cores)
     out = {f"worker_{i}": ((cores[i % len(cores)],), 1, 2) for i in range(num_workers)}
     spare = cores[num_workers:]
     shared = tuple(sorted({core for mine, _, _ in out.values() for core in mine}))
-    for name in ("ps_0", "chief_0"):
+    for name in [f"ps_{i}" for i in range(num_ps)] + ["chief_0"]:
         mine = (spare.pop(0),) if spare else shared
-        out[name] = (mine, len(mine), 2 if name == "ps_0" else min(2, len(mine)))  # a server needs 2 inter-op
+        out[name] = (mine, len(mine), 2 if name != "chief_0" else min(2, len(mine)))  # a server needs 2 inter-op
     return out
 
 
@@ -145,13 +152,15 @@ def make_data(a):
 
     cdf = np.cumsum(np.arange(1, a.embedding_rows + 1, dtype=np.float64) ** -a.zipf_alpha)
     cdf /= cdf[-1]
+    prime = 2654435761  # a prime above any table's rows: value -> (prime x value + 1) mod R is a bijection
     dense, ids, labels = [], [], []
     for w in range(a.num_workers):
         rng = np.random.default_rng([a.seed, w])
         dense.append(rng.random((a.batch_size, a.dense_features), dtype=np.float32))
-        ids.append(np.stack([np.minimum(np.searchsorted(cdf, rng.random(a.batch_size * a.ids_per_feature), "right"),
-                                        a.embedding_rows - 1).reshape(a.batch_size, a.ids_per_feature)
-                             for _ in range(a.embedding_tables)], axis=1).astype(np.int64))
+        values = np.stack([np.minimum(np.searchsorted(cdf, rng.random(a.batch_size * a.ids_per_feature), "right"),
+                                      a.embedding_rows - 1).reshape(a.batch_size, a.ids_per_feature)
+                           for _ in range(a.embedding_tables)], axis=1).astype(np.int64)
+        ids.append((values * prime + 1) % a.embedding_rows if a.id_layout == "hashed" else values)
         labels.append((rng.random(a.batch_size) < 0.25).astype(np.float32))
     return np.stack(dense), np.stack(ids), np.stack(labels)
 
@@ -189,12 +198,16 @@ def train(a, cluster, cores, intra, inter):
     dense, ids, labels = make_data(a)
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    partitioner = (tf.distribute.experimental.partitioners.MinSizePartitioner(min_shard_bytes=256 << 10,
+                                                                              max_shards=a.num_ps)
+                   if a.num_ps > 1 else None)
+    strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    print(f"minimal_ps_loop: coordinator of {a.num_workers} workers and 1 ps connected", file=sys.stderr, flush=True)
+    print(f"minimal_ps_loop: coordinator of {a.num_workers} workers and {a.num_ps} ps connected", file=sys.stderr,
+          flush=True)
     with strategy.scope():
         model = build_model(a, tf, keras)
-        optimizer = keras.optimizers.SGD(0.1)
+        optimizer = keras.optimizers.legacy.SGD(0.1)
 
     def dataset_fn(_):
         w = tf.distribute.coordinator.experimental_get_current_worker_index()
@@ -238,10 +251,10 @@ def main(argv=None):
         serve(a.serve[0], int(a.serve[1]), int(a.serve[2]))
         return
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends us at once; the kernel then ends the servers
-    places = placement(a.num_workers, os.sched_getaffinity(0))
-    ports = free_ports(a.num_workers + 2)
-    cluster = {"chief": [f"localhost:{ports[0]}"], "ps": [f"localhost:{ports[1]}"],
-               "worker": [f"localhost:{p}" for p in ports[2:]]}
+    places = placement(a.num_workers, os.sched_getaffinity(0), a.num_ps)
+    ports = free_ports(a.num_workers + a.num_ps + 1)
+    cluster = {"chief": [f"localhost:{ports[0]}"], "ps": [f"localhost:{p}" for p in ports[1:1 + a.num_ps]],
+               "worker": [f"localhost:{p}" for p in ports[1 + a.num_ps:]]}
     servers = start_servers(places, cluster)
     try:
         window = train(a, cluster, *places["chief_0"])

@@ -2,8 +2,9 @@
 tools/bench/minimal_ps_loop.py, side by side (goal: ratio >= 0.95); the last row of `python -m tools.bench`.
 
 Both train --model=dlrm with tfbench's default tables (8 x 100000 rows x 16 dims, Zipf 1.0, one id
-per table; RunConfig) at --ps_batch_size per worker, on 2 workers pinned to a core each, 1 ps and a
-coordinator placed alike (the minimal loop prints where it placed each process; the row says
+per table, hashed into the rows; RunConfig) at --ps_batch_size per worker, on 2 workers pinned to a
+core each, 2 ps (every table split over both: a recommender's default) and a coordinator placed
+alike (the minimal loop prints where it placed each process; the row says
 whether that is tfbench's plan). tfbench's asynchronous step is a round of 2 closures, so its
 --ps_num_warmup_steps + --ps_num_steps rounds face twice as many free-running closures of the
 minimal loop. Rates: examples of the measured closures / the measured window (tfbench: the
@@ -31,6 +32,9 @@ flags.DEFINE_integer("ps_num_warmup_steps", 5, "Warm-up rounds of the parameter-
 flags.DEFINE_integer("ps_num_steps", 100, "Measured rounds of the parameter-server row (2 closures each).")
 FLAGS = flags.FLAGS
 WORKERS = 2
+PS = 2  # a recommender's default at 2 workers (one ps per worker): every table sharded
+SHARED = ("embedding_tables", "embedding_rows", "embedding_dim", "ids_per_feature", "zipf_alpha", "dense_features",
+          "id_layout")  # the workload's flags the minimal loop takes
 ROOT = overhead_lib.ROOT
 NAME = "tfbench parameter server / minimal ClusterCoordinator loop (dlrm, examples/sec, medians)"
 
@@ -44,15 +48,16 @@ def check() -> str:
 
 
 def table_flags() -> List[str]:
-    """The dlrm workload's own flags at tfbench's defaults: the same tables on both sides."""
+    """The dlrm workload's tables and ids at tfbench's defaults: the same on both sides."""
     defaults = RunConfig()
-    return [f"--{name}={getattr(defaults, name)}" for name in recommender.RECOMMENDERS["dlrm"].own_flags]
+    return [f"--{name}={getattr(defaults, name)}" for name in recommender.RECOMMENDERS["dlrm"].own_flags
+            if name in SHARED]
 
 
 def tfbench_rate(logdir: str, run_id: str) -> Tuple[float, Dict[str, Dict]]:
     """(the cluster's examples/sec, where its plan put each task) of one tfbench run."""
     args = [sys.executable, "-m", "tfbench", "--model=dlrm", "--strategy=parameter_server", f"--num_workers={WORKERS}",
-            "--cores_per_worker=1", f"--batch_size={FLAGS.ps_batch_size}", *table_flags(),
+            f"--num_ps={PS}", "--cores_per_worker=1", f"--batch_size={FLAGS.ps_batch_size}", *table_flags(),
             f"--num_warmup_steps={FLAGS.ps_num_warmup_steps}", f"--num_steps={FLAGS.ps_num_steps}",
             f"--logdir={logdir}", f"--run_id={run_id}"]
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
@@ -65,7 +70,7 @@ def tfbench_rate(logdir: str, run_id: str) -> Tuple[float, Dict[str, Dict]]:
 def minimal_rate() -> Tuple[float, Dict[str, Dict]]:
     """(examples/sec, where it placed each process) of one minimal ClusterCoordinator loop."""
     args = [sys.executable, os.path.join(ROOT, "tools", "bench", "minimal_ps_loop.py"), f"--num_workers={WORKERS}",
-            f"--batch_size={FLAGS.ps_batch_size}", *table_flags(),
+            f"--num_ps={PS}", f"--batch_size={FLAGS.ps_batch_size}", *table_flags(),
             f"--num_warmup_steps={FLAGS.ps_num_warmup_steps * WORKERS}", f"--num_steps={FLAGS.ps_num_steps * WORKERS}"]
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -98,7 +103,7 @@ def compare(logdir: str) -> Tuple[str, str]:
 
     overhead_lib.alternate(FLAGS.repeats, reference, mine, shown)
     same = placements["tfbench"] == placements["minimal"]
-    where = (f"dlrm: batch {FLAGS.ps_batch_size}/worker, {' '.join(table_flags())}, {WORKERS} workers + 1 ps, "
+    where = (f"dlrm: batch {FLAGS.ps_batch_size}/worker, {' '.join(table_flags())}, {WORKERS} workers + {PS} ps, "
              f"{FLAGS.ps_num_warmup_steps} warm-up + {FLAGS.ps_num_steps} measured rounds of {WORKERS} closures; "
              + (f"both placed {placement_text(placements['tfbench'])}" if same else
                 f"placed differently: tfbench {placement_text(placements['tfbench'])}; minimal loop "

@@ -28,7 +28,8 @@ from tools.model import recommender as judged_runs
 FLAGS = flags.FLAGS
 ASSUMPTIONS = ("one worker per host, each on one core as the runs were; a parameter server has a ps on every "
                "worker's host (k = N), round-robin placed, and so has the hybrid (its tables' ranges placed by "
-               "--hybrid_shard_rule=rotated, its dense gradients on a ring); compute per step as the runs measured it, a line in N; "
+               "--hybrid_shard_rule=rotated, its dense gradients on a ring); compute per step as the runs "
+               "measured it, a line in N; "
                "links full duplex at the given rate, no contention beyond them")
 
 
@@ -110,14 +111,14 @@ def rows_and_lines(counts: List[int]):
         rows.append(row)
     columns = ([Column("num_workers", NUMBER, 0)] + [Column(f"{k}_MB_per_step") for k in sorted(set(kinds.values()))]
                + [Column(f"{s}_examples_per_sec", INTERVAL, 1) for s in strategies])
-    n = rec.crossover(fits, kinds, setting, beta, counts)
-    verdict = (f"crossover at N={n}: the parameter server is predicted ahead of all-gather from there on" if n else
-               "no crossover: the parameter server is not predicted ahead of all-gather at every N from some N on")
+    verdict = (rec.crossover_text(*rec.crossover_interval(fits, spreads, kinds, setting, beta, max(counts)),
+                                  max(counts)) if len(set(kinds.values())) == 2 else
+               "no crossover: the runs hold no parameter server, or no all-gather strategy, to compare")
     fitted_on = ", ".join(f"{s} N={','.join(map(str, f.fitted_on))}" for s, f in sorted(fits.items()))
     lines = [f"recommender {FLAGS.model}: {config.workload.describe(config)}, batch "
              f"{setting.batch_size} per worker; link: {link}",
              f"fitted on {len(found)} runs of {FLAGS.runs}: {fitted_on}",
-             f"{verdict} (N = {', '.join(map(str, counts))})"]
+             f"{verdict} (every N of 2..{max(counts)} looked at)"]
     if rec.HYBRID in kinds.values():
         lines.append(judged_runs.hybrid_verdict(fits, kinds, setting, beta, counts))
     return lines, rows, columns

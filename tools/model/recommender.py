@@ -39,7 +39,9 @@ def setting_of(workload: dict, config: dict) -> rec.Setting:
                        float(workload["zipf_alpha"]), int(config["batch_size"]), 4.0 * float(workload["dense_params"]),
                        int(workload["dense_features"]), tuple(workload.get("bottom_mlp", (64, 32))),
                        tuple(workload.get("top_mlp", (64, 32))), str(config.get("ps_partitioner", "min_size")),
-                       int(config.get("ps_min_shard_bytes") or 256 << 10), str(config.get("hybrid_shard_rule", "rotated")))
+                       int(config.get("ps_min_shard_bytes") or 256 << 10),
+                       id_layout=str(workload.get("id_layout", "hot_first")),
+                       shard_rule=str(config.get("hybrid_shard_rule", "rotated")))
 
 
 def observation(run: Run):
@@ -97,20 +99,24 @@ def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int])
     lines = [f"recommender step model: fitted on runs with at most {max_n} workers, per setting and strategy"]
     rows = judged(found, max_n)
     for o, predicted, error in sorted(rows, key=lambda r: (r[0].setting.zipf_alpha, r[0].strategy, r[0].n)):
-        lines.append(f"  zipf {o.setting.zipf_alpha:g} {o.strategy} N={o.n}: measured {o.rate:.1f}, predicted "
+        lines.append(f"  zipf {o.setting.zipf_alpha:g} {o.setting.id_layout} {o.strategy} N={o.n}: measured "
+                     f"{o.rate:.1f}, predicted "
                      f"{predicted.text(1)} examples/sec ({error:+.1%})")
-    for setting in sorted({o.setting for o in found}, key=lambda s: s.zipf_alpha):
+    for setting in sorted({o.setting for o in found}, key=lambda s: (s.zipf_alpha, s.id_layout)):
         same = [o for o in found if o.setting == setting]
         fits = rec.fit_all(same, max_n)
         kinds = {o.strategy: o.kind for o in same}
         beta = statistics.median(o.link_bytes_per_s for o in same)
-        n = rec.crossover(fits, kinds, setting, beta, workers)
-        verdict = (f"crossover at N={n}: the parameter server is predicted ahead from there on" if n else
-                   "no crossover: the parameter server is predicted behind all-gather at every N")
-        lines.append(f"zipf {setting.zipf_alpha:g}, {beta * 8 / 1e6:.0f} Mbit/s: {verdict} "
-                     f"(N = {', '.join(map(str, workers))})")
+        if len(set(kinds.values())) < 2:
+            continue  # one kind of strategy: nothing to cross
+        spread = rec.spreads(same, fits, max_n)
+        verdict = rec.crossover_text(*rec.crossover_interval(fits, spread, kinds, setting, beta, max(workers)),
+                                     max(workers))
+        lines.append(f"zipf {setting.zipf_alpha:g} {setting.id_layout}, {beta * 8 / 1e6:.0f} Mbit/s: {verdict} "
+                     f"(every N of 2..{max(workers)})")
         if rec.HYBRID in kinds.values():
-            lines.append(f"zipf {setting.zipf_alpha:g}: {hybrid_verdict(fits, kinds, setting, beta, workers)}")
+            lines.append(f"zipf {setting.zipf_alpha:g} {setting.id_layout}: "
+                         f"{hybrid_verdict(fits, kinds, setting, beta, workers)}")
     errors = [abs(e) for _, _, e in rows]
     lines.append(f"median abs error = {statistics.median(errors):.1%} over {len(errors)} held-out runs"
                  if errors else "median abs error = n/a: no run with more workers than the fit's")

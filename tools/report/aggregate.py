@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.config import STRATEGIES, effective_num_local_devices, effective_num_ps, strategy_traits
+from tfbench.config import (STRATEGIES, ConfigError, RunConfig, effective_num_local_devices, effective_num_ps,
+                            strategy_traits)
 from tfbench.config.kinds import kind_of
 from tfbench.measure import stats
 from tools.rundirs.runs import Run
@@ -22,12 +23,20 @@ _BOOKKEEPING = ("run_id", "logdir", "seed", "deadline", "stall_timeout", "monito
                 "display_every", "profile", "profile_steps", "log_device_placement", "base_port")
 
 
+def ps_of(config: Dict) -> int:
+    """The ps a run had: --num_ps, or with 0 its workload's default (a model tfbench cannot load here: one)."""
+    try:
+        return RunConfig.from_dict(config).effective_num_ps
+    except (ConfigError, ValueError, TypeError, ImportError):
+        return effective_num_ps(config.get("strategy"), config.get("num_ps") or 0)
+
+
 def identity(config: Dict) -> Dict:
     """The config that defines a point: bookkeeping dropped, num_ps and num_local_devices made
     effective, slurm_nodes blanked off Slurm, and its `scale` added: the N of scaling efficiency (workers; mirrored: devices)."""
     ident = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k not in _BOOKKEEPING}
     strategy = ident.get("strategy")
-    ident["num_ps"] = effective_num_ps(strategy, ident.get("num_ps") or 0)
+    ident["num_ps"] = ps_of(ident)
     ident["num_local_devices"] = effective_num_local_devices(strategy, ident.get("num_local_devices") or 0)
     ident["scale"] = ident["num_local_devices"] or ident.get("num_workers") or 1
     if "slurm_nodes" not in kind_of(ident).accepts and "slurm_nodes" in ident:

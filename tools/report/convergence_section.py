@@ -43,27 +43,37 @@ def _dynamics(point: Point, key: str) -> List:
     return [(r.cluster or {}).get(key) for r in point.runs]
 
 
-def row(point: Point) -> List:
-    """One table row: means over the point's repeats."""
+def metric_of(points: Sequence[Point]) -> str:
+    """What the held-out evaluations measured: accuracy (real data) or auc (a recommender's planted clicks)."""
+    return next((c.get("metric") for p in points for c in _dynamics(p, "convergence") if c and c.get("metric")),
+                "accuracy")
+
+
+def row(point: Point, m: str = "accuracy") -> List:
+    """One table row: means over the point's repeats; `m` the held-out metric."""
     conv = [c or {} for c in _dynamics(point, "convergence")]
     stale = [s or {} for s in _dynamics(point, "staleness")]
     clock = [s or {} for s in _dynamics(point, "clock_staleness")]
     idle = [_mean((i or {}).values()) for i in _dynamics(point, "idleness")]
     reached = [c for c in conv if c.get("reached")]
-    target = next((c.get("target_accuracy") for c in conv if c.get("target_accuracy")), None)
+    target = next((c.get(f"target_{m}") for c in conv if c.get(f"target_{m}")), None)
     return [way(point.config), point.config.get("num_workers"), point.config.get("straggler") or "-",
             fmt(point.rate, 0), fmt(_mean(_dynamics(point, "updates")), 0),
             fmt(_mean(_dynamics(point, "updates_per_sec")), 1),
             fmt(_mean(s.get("max") for s in stale), 1), fmt(_mean(s.get("mean") for s in stale), 2),
             fmt(_mean(s.get("max") for s in clock), 1), fmt(_mean(idle), 2),
-            fmt(_mean(c.get("final_accuracy") for c in conv), 3),
-            f"{fmt(_mean(c['time_to_accuracy_s'] for c in reached), 1)} ({len(reached)}/{len(conv)})" if target else "-",
-            fmt(_mean(c["updates_to_accuracy"] for c in reached), 0) if target else "-"]
+            fmt(_mean(c.get(f"final_{m}") for c in conv), 3),
+            fmt(_mean((c.get("points") or [{}])[-1].get("examples", (c.get("points") or [{}])[-1].get("images"))
+                      for c in conv), 0),
+            f"{fmt(_mean(c[f'time_to_{m}_s'] for c in reached), 1)} ({len(reached)}/{len(conv)})" if target else "-",
+            fmt(_mean(c[f"updates_to_{m}"] for c in reached), 0) if target else "-"]
 
 
-HEADERS = ["training", "workers", "straggler", "images/sec", "updates", "updates/s", "staleness max",
-           "staleness mean", "clock staleness max", "idleness", "final accuracy", "time to target s (reached)",
-           "updates to target"]
+def headers(m: str = "accuracy", unit: str = "images") -> List[str]:
+    name = "AUC" if m == "auc" else m
+    return ["training", "workers", "straggler", f"{unit}/sec", "updates", "updates/s", "staleness max",
+            "staleness mean", "clock staleness max", "idleness", f"final {name}", f"{unit} at the last evaluation",
+            "time to target s (reached)", "updates to target"]
 
 
 def relevant(points: Sequence[Point]) -> List[Point]:
@@ -76,31 +86,36 @@ def section(points: Sequence[Point]) -> List[str]:
     points = relevant(points)
     if not points:
         return []
-    targets = {c.get("target_accuracy") for p in points for c in _dynamics(p, "convergence") if c}
+    m = metric_of(points)
+    unit = "examples" if m == "auc" else "images"
+    targets = {c.get(f"target_{m}") for p in points for c in _dynamics(p, "convergence") if c}
     lines = ["", "## Synchronous vs asynchronous training", "",
              "Staleness: updates the ps applied between a worker's read and its own update (version counter "
              "on the ps). Clock staleness: another worker's updates, among its first c, missing from the "
              "weights read by an update made after c earlier updates of its worker (stale-synchronous bound: at most s). Idleness: share of the "
              "measured window a worker ran no closure of its own (mean over workers). Time to target: seconds "
              "of training from the measured window's start to the first held-out evaluation at or above "
-             f"{', '.join(fmt(t, 2) for t in sorted(t for t in targets if t)) or 'the target'}.", "",
-             table(HEADERS, [row(p) for p in sorted(points, key=lambda p: order_key(p.config))])]
+             f"{', '.join(fmt(t, 2) for t in sorted(t for t in targets if t)) or 'the target'}"
+             + (" (held-out AUC of the recommender's planted clicks, tfbench.workloads.clicks)" if m == "auc" else "")
+             + ".", "",
+             table(headers(m, unit), [row(p, m) for p in sorted(points, key=lambda p: order_key(p.config))])]
     return lines
 
 
-def _curves(points: Sequence[Point], x_key: str) -> Dict[Tuple, Dict[str, List[Tuple[float, float]]]]:
-    """{(straggler, workers): {way: [(x, accuracy)...]}} of the first run of each point."""
+def _curves(points: Sequence[Point], x_key: str, m: str) -> Dict[Tuple, Dict[str, List[Tuple[float, float]]]]:
+    """{(straggler, workers): {way: [(x, metric)...]}} of the first run of each point."""
     panels: Dict[Tuple, Dict[str, List]] = defaultdict(dict)
     for p in points:
         conv = next((c for c in _dynamics(p, "convergence") if c and c.get("points")), None)
         if conv:
             key = (p.config.get("straggler") or "", p.config.get("num_workers"))
-            panels[key][way(p.config)] = [(q[x_key], q["accuracy"]) for q in conv["points"]]
+            panels[key][way(p.config)] = [(q[x_key], q[m]) for q in conv["points"]]
     return panels
 
 
 def accuracy_figure(points: Sequence[Point], x_key: str, xlabel: str):
-    panels = _curves(points, x_key)
+    m = metric_of(points)
+    panels = _curves(points, x_key, m)
     if not panels:
         return None
     keys = sorted(panels, key=lambda k: (k[0], k[1] or 0))
@@ -118,7 +133,7 @@ def accuracy_figure(points: Sequence[Point], x_key: str, xlabel: str):
     for ax in axes.flat[len(keys):]:
         ax.axis("off")
     for ax in axes[:, 0]:
-        ax.set_ylabel("held-out accuracy")
+        ax.set_ylabel("held-out AUC" if m == "auc" else "held-out accuracy")
     handles = [plt.Line2D([], [], color=c, marker="o", label=n) for n, c in colours.items()]
     fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 1))

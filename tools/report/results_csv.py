@@ -35,6 +35,7 @@ RECORD = ("step_label", "num_tasks", "cores_per_worker", "updates", "updates_per
           "shares_cores_with", "intra_threads", "inter_threads", "replicas", "local_replicas", "idleness",
           "staleness.mean", "staleness.max", "clock_staleness.mean", "clock_staleness.max",
           "convergence.final_accuracy", "convergence.best_accuracy", "convergence.time_to_accuracy_s",
+          "convergence.final_auc", "convergence.best_auc", "convergence.time_to_auc_s", "ps_row_skew",
           "flops.achieved_flops_per_s", "flops.fraction_of_peak", "startup.total_s", "step_times_s")
 RESOURCES = ("cpu_percent_mean", "rss_mb_peak", "net_tx_bytes", "net_rx_bytes")
 COLUMNS = LEAD + CONFIG + METRICS + SPLIT + RECORD + tuple(f"resources.{k}" for k in RESOURCES)

@@ -13,10 +13,10 @@ from tools.report.aggregate import Point, order_key
 from tools.report.split_section import point_split
 from tools.report.summary import fmt, table
 
-HEADERS = ["strategy", "workers", "setting", "examples/sec", "unique rows per worker step",
-           "rows' bytes per step (rule)", "busiest host's link tx / rx per step", "compute / communication / "
-           "waiting ms"]
-SETTING_KEYS = ("zipf_alpha", "batch_size", "embedding_rows", "embedding_tables", "link_bandwidth")
+HEADERS = ["strategy", "workers", "setting", "examples/sec (runs: min–max)", "unique rows per worker step",
+           "rows' bytes per step (rule)", "busiest host's link tx / rx per step", "ps_row_skew",
+           "compute / communication / waiting ms"]
+SETTING_KEYS = ("zipf_alpha", "id_layout", "batch_size", "embedding_rows", "embedding_tables", "link_bandwidth")
 
 
 def sparse_of(point: Point) -> Optional[Dict]:
@@ -39,8 +39,15 @@ def busiest_link(point: Point) -> str:
     return f"{tx / 1e6:.3f} / {rx / 1e6:.3f} MB"
 
 
+def row_skew(point: Point) -> str:
+    """The mean ps_row_skew of the point's runs (parameter server), else a dash."""
+    skews = [(r.cluster or {}).get("ps_row_skew") for r in point.runs]
+    skews = [s for s in skews if isinstance(s, (int, float))]
+    return fmt(sum(skews) / len(skews), 2) if skews else "–"
+
+
 def rule_bytes(sparse: Dict) -> str:
-    wire = sparse.get("wire") or {}
+    wire = sparse.get("wire_by_rule") or sparse.get("wire") or {}  # "wire": records before the name said so
     size = wire.get("per_worker_step_bytes", wire.get("per_host_step_bytes"))
     if size is None:
         return "–"
@@ -62,7 +69,7 @@ def crossovers(points: Sequence[Point], keys: Sequence[str]) -> List[str]:
             best[kind] = max(best.get(kind, 0.0), p.rate)
     lines = []
     for where, by_n in sorted(by_setting.items()):
-        compared = sorted(n for n, rates in by_n.items() if {"ps", "all-reduce"} <= set(rates))
+        compared = sorted(n for n, rates in by_n.items() if {"ps", "all-reduce"} <= set(rates))  # means over runs
         if not compared:
             continue
         wins = [n for n in compared if by_n[n]["ps"] > by_n[n]["all-reduce"]]
@@ -93,14 +100,16 @@ def section(points: Sequence[Point]) -> List[str]:
     for p in sorted(sparse_points, key=lambda p: order_key(p.config)):
         sparse, split = sparse_of(p), point_split(p) or {}
         per_shard = sparse["unique_rows_per_shard"]
-        rows.append([p.config.get("strategy"), p.config.get("num_workers"), setting(p, keys), fmt(p.rate, 1),
-                     fmt(sum(per_shard) / len(per_shard), 0), rule_bytes(sparse), busiest_link(p),
+        runs = f" ({len(p.rates)}: {fmt(min(p.rates), 0)}–{fmt(max(p.rates), 0)})" if len(p.rates) > 1 else ""
+        rows.append([p.config.get("strategy"), p.config.get("num_workers"), setting(p, keys), fmt(p.rate, 1) + runs,
+                     fmt(sum(per_shard) / len(per_shard), 0), rule_bytes(sparse), busiest_link(p), row_skew(p),
                      " / ".join(fmt(split.get(part), 1) for part in ("compute", "communication", "waiting"))])
     return (["", "## Embedding tables: where the parameter server earns its place", "",
              "Per point: the distinct rows one worker's step touches (counted from its ids: the model looks up "
              "unique ids), what those rows move per step by the strategy's rule (all-gather: each host receives "
              "the rows of the N - 1 others; parameter server: each worker pulls and pushes its own rows; "
              "docs/definitions.md), what the busiest emulated host's link carried per step (all traffic, dense "
-             "layers included), and the step split.", "", table(HEADERS, rows), ""]
+             "layers included), the parameter server's ps_row_skew (the busiest ps's rows over the mean) and "
+             "the step split.", "", table(HEADERS, rows), ""]
             + crossovers(sparse_points, keys))
 

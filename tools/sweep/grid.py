@@ -24,7 +24,8 @@ from tfbench.results import tuned
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
         "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
-        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler", "zipf_alpha", "embedding_rows")
+        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler", "zipf_alpha", "embedding_rows",
+        "id_layout", "optimizer")
 PER_WORKER = "per_worker"  # num_ps: one ps per worker (collocated: a shard of every table on each host)
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
@@ -212,7 +213,11 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
     parts += [f"slow-{values['straggler'].replace(':', 'x')}"] if values.get("straggler") else []
     for axis, short in (("zipf_alpha", "zipf"), ("embedding_rows", "rows")):  # recommender axes, off default
         if values.get(axis, getattr(_DEFAULTS, axis)) != getattr(_DEFAULTS, axis):
-            parts.append(f"{short}{values[axis]:g}")
+            value = values[axis]  # an integer as it is (4000000, not 4e+06: a run id takes no '+')
+            parts.append(f"{short}{value if isinstance(value, int) else format(value, 'g')}")
+    for axis in ("id_layout", "optimizer"):
+        if values.get(axis, getattr(_DEFAULTS, axis)) != getattr(_DEFAULTS, axis):
+            parts.append(values[axis])
     parts += ["tuned"] if tuned_point else []
     parts.append(f"r{repeat}")
     return "-".join(str(p) for p in parts)
@@ -234,7 +239,7 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
         values.update(ps_sync=False, ps_staleness_bound=-1)
     if values["ps_sync"]:
         values["ps_staleness_bound"] = -1  # a synchronous ps has no bound to set
-    values["num_ps"] = config_lib.effective_num_ps(values["strategy"], values["num_ps"])
+    values["num_ps"] = config_lib.RunConfig(**values).effective_num_ps  # 0: the workload's default
     values["num_local_devices"] = config_lib.effective_num_local_devices(values["strategy"],
                                                                          values["num_local_devices"])
     return values

@@ -2,23 +2,25 @@
 on the wire. Closed forms only (numpy); tfbench.workloads.recommender draws the ids these laws
 describe, and the measured counts of a run (its records' `sparse` facts) are checked against them.
 
-Ids of one table are drawn from Zipf(alpha) over R rows: p_i = (i + 1)^-alpha / H, i = 0..R-1. For
-n independent draws (a batch of B examples with h ids each: n = B h):
+Values of one table are drawn from Zipf(alpha) over R values: p_i = (i + 1)^-alpha / H, i = 0..R-1,
+each value's row the value itself (hot_first) or a fixed permutation of it (hashed), which moves the
+rows but not how many a step touches. For n independent draws (a batch of B examples with h ids each: n = B h):
 
   E[unique rows] = sum_i 1 - (1 - p_i)^n                                   (expected_unique)
 
-and the rows of a contiguous range [lo, hi) (a parameter server's shard of the table) likewise
-summed over that range. With the ids of N workers drawn independently, a synchronous global step
+and the rows of a contiguous range [lo, hi) of values (a parameter server's shard of a hot_first
+table) likewise summed over that range. With the ids of N workers drawn independently, a synchronous global step
 touches E[unique] at n = N B h rows (their union). Wire bytes per step (row = 4 D bytes of fp32
 values, 8 bytes per int64 row id):
 
   all-gather (MultiWorkerMirrored, Horovod):  (N - 1) u (row + 8) received per host
-  parameter server, per worker:              u (2 row + 8)      (pull the rows, push gradients and ids)
-  parameter server, per ps host:             sum over workers of the rows of its shards x (2 row + 8)
+  parameter server, per worker:              2 u (row + 8)      (pull: ids out, rows in; push: rows and ids)
+  parameter server, per ps host:             sum over workers of the rows of its shards x 2 (row + 8)
   dense fallback (Horovod sparse_as_dense):  2 (N - 1) / N x the tables' bytes per host
 
 where u is one worker's unique rows. All-gather grows with N per host; a parameter server's
-traffic per worker stays u, and its ps hosts share N u, the busiest one holding the hottest rows.
+traffic per worker stays u, and its ps hosts share N u (hot_first ids: the busiest one holds the
+hottest rows; hashed ids: each shard's rows in proportion to its size).
 """
 from __future__ import annotations
 
@@ -52,5 +54,3 @@ def expected_unique_tables(table_rows: Sequence[int], alpha: float, draws: float
 def allgather_bytes(workers: int, unique_rows: float, row_bytes: float) -> float:
     """Bytes each host receives when N workers all-gather their touched rows (values and ids)."""
     return (workers - 1) * unique_rows * (row_bytes + INDEX_BYTES)
-
-

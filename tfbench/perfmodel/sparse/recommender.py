@@ -11,15 +11,17 @@ One synchronous step at N workers of one core each:
   slope fits to about 0);
 - b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse.laws):
   all-gather, 2(N-1)/N |w_dense| + (N-1) u (row + 8); a parameter server with a ps on every host
-  (k = N), the most any host sends or receives: its worker's pushes and pulls to the other hosts,
-  (N-1)/N (|w_dense| + u (row + 8)), plus what its ps serves the N - 1 other workers,
-  (N-1)/N |w_dense| + (N-1) r_j (row + 8) with r_j the rows of the table shards on ps j one
-  worker's batch touches: the model's variables split by the run's partitioner and placed
-  round-robin as TensorFlow places them (tfbench.perfmodel.dense.shards), each shard's rows counted by
-  the sparse law (a table's hottest rows are its first: its first shard is its busiest); the hybrid
-  (tables on a ps on every host, the rest all-reduced), the ring's 2(N-1)/N |w_dense|, its worker's
-  rows to the other hosts' ps, (N-1)/N u (row + 8), and what its ps serves the N - 1 others,
-  (N-1) r_j (row + 8), r_j counted over the ranges the hybrid's shard rule puts on ps j
+  (k = N), the more of what a host sends and what it receives, the share (N-1)/N of each going to
+  or coming from the other hosts: its worker's dense pull and push, its rows' pushes with their ids
+  and the ids of its pulls (u (row + 16) out, u row in), and what its ps serves the N workers
+  (n r_j row out, n r_j (row + 16) in), r_j the rows of the table shards on ps j one worker's batch
+  touches: the model's variables split by the run's partitioner and placed round-robin as
+  TensorFlow places them (tfbench.perfmodel.dense.shards), each shard's rows counted by the sparse law
+  (hot_first ids: a table's hottest rows are its first, its first shard the busiest; hashed ids:
+  every row equally likely to be a hot value's, a shard's rows in proportion to its size);
+  the hybrid (tables on a ps on every host, the rest all-reduced): the ring's 2(N-1)/N |w_dense|
+  plus the same rows' traffic as the parameter server's (its worker's rows, and what its ps serves
+  the N workers), r_j counted over the ranges the hybrid's shard rule puts on ps j
   (tfbench.perfmodel.sparse.ranges);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
   the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
@@ -31,6 +33,7 @@ it never saw (validate).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -58,6 +61,7 @@ class Setting:
     top: Tuple[int, ...] = (64, 32)
     partitioner: str = "min_size"  # how a parameter server splits the variables (--ps_partitioner)
     min_shard_bytes: int = shards.MIN_SHARD_BYTES
+    id_layout: str = "hot_first"  # each value's row (--id_layout; runs before it was a flag: hot_first)
     shard_rule: str = "rotated"  # where the hybrid's table ranges live (--hybrid_shard_rule)
 
     @property
@@ -87,24 +91,37 @@ class Setting:
     def rows_per_shard(self, num_ps: int) -> List[float]:
         """E[distinct rows one worker's step touches on each ps], the tables split and placed as
         TensorFlow's partitioner and round-robin placer put them."""
+        return list(_rows_per_shard(self, num_ps))
+
+    def _rows_per_shard(self, num_ps: int) -> Tuple[float, ...]:
         placed = shards.place(self.variables(), num_ps, self.partitioner, self.min_shard_bytes)
         draws, out = self.batch_size * self.ids_per_feature, [0.0] * num_ps
         for t, rows in enumerate(self.table_rows):
             start = 0
             for piece in [p for p in placed.pieces if p.variable.name.startswith(f"table_{t}/")]:
                 end = start + piece.variable.shape[0]
-                out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
+                if self.id_layout == "hashed":  # hot values anywhere: a shard's rows in proportion to its size
+                    out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws) * (end - start) / rows
+                else:
+                    out[piece.shard] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
                 start = end
-        return out
-
+        return tuple(out)
 
     def rows_per_range_ps(self, num_ps: int) -> List[float]:
         """E[distinct rows one worker's step touches on each ps] under the hybrid's shard rule."""
         draws, out = self.batch_size * self.ids_per_feature, [0.0] * num_ps
         for rows, placed in zip(self.table_rows, ranges.placed(self.table_rows, num_ps, self.shard_rule)):
             for start, end, k in placed:
-                out[k] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
+                if self.id_layout == "hashed":  # hot values anywhere: a range's rows in proportion to its size
+                    out[k] += sparse.expected_unique(rows, self.zipf_alpha, draws) * (end - start) / rows
+                else:
+                    out[k] += sparse.expected_unique(rows, self.zipf_alpha, draws, start, end)
         return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _rows_per_shard(setting: Setting, num_ps: int) -> Tuple[float, ...]:
+    return setting._rows_per_shard(num_ps)  # noqa: SLF001 - its cache
 
 
 def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
@@ -113,15 +130,18 @@ def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
         return 0.0
     row, u = setting.row_bytes, setting.rows_per_worker()
     dense = setting.dense_bytes
-    if kind == HYBRID:
-        rows = (row + sparse.INDEX_BYTES) * ((n - 1) / n * u + (n - 1) * max(setting.rows_per_range_ps(n)))
-        return 2 * (n - 1) / n * dense + rows
+    if kind == HYBRID:  # the ring, and the parameter server's rows without its dense pulls and pushes
+        share, ids, busiest = (n - 1) / n, sparse.INDEX_BYTES, max(setting.rows_per_range_ps(n))
+        sent = u * (row + 2 * ids) + n * busiest * row
+        received = u * row + n * busiest * (row + 2 * ids)
+        return 2 * share * dense + share * max(sent, received)
     if kind != PS:
         return 2 * (n - 1) / n * dense + sparse.allgather_bytes(n, u, row)
-    share = (n - 1) / n
-    own = share * (dense + u * (row + sparse.INDEX_BYTES))
-    served = max(share * (dense + n * r * (row + sparse.INDEX_BYTES)) for r in setting.rows_per_shard(n))
-    return own + served
+    share, ids = (n - 1) / n, sparse.INDEX_BYTES
+    busiest = max(setting.rows_per_shard(n))
+    sent = dense + u * (row + 2 * ids) + dense + n * busiest * row
+    received = dense + u * row + dense + n * busiest * (row + 2 * ids)
+    return share * max(sent, received)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,5 +279,58 @@ def spread(observations: Sequence[Observation], point_fit: Fit, draws: int = 200
 
 
 def spreads(observations: Sequence[Observation], fits: Dict[str, Fit], max_n: int) -> Dict[str, Spread]:
-    """Each fitted strategy's Spread, from the same runs its fit used (N <= max_n)."""
-    return {s: spread([o for o in observations if o.strategy == s and o.n <= max_n], f) for s, f in fits.items()}
+    """Each fitted strategy's Spread: the refits of its own runs (N <= max_n), and a new run's
+    scatter from the residuals of every strategy whose step has the same form (its kind: the
+    all-gather strategies share one), each about its own fit, pooled: their median absolute
+    deviation (at least NOISE_FLOOR), with the degrees of freedom of them all, the sum of each
+    strategy's runs - 2."""
+    fitted = {s: [o for o in observations if o.strategy == s and o.n <= max_n] for s in fits}
+    kind_of = {s: obs[0].kind for s, obs in fitted.items() if obs}
+    pooled: Dict[str, Tuple[float, float]] = {}
+    for kind in set(kind_of.values()):
+        residuals, dof = [], 0.0
+        for s in (s for s, k in kind_of.items() if k == kind):
+            residuals += [o.step_s / fits[s].step_s(o.kind, o.n, o.setting, o.link_bytes_per_s) - 1 for o in fitted[s]]
+            dof += max(0, len(fitted[s]) - 2)
+        _, mad = intervals.robust_scale(residuals) if len(residuals) > 1 else (0.0, 0.0)
+        pooled[kind] = (max(1.0, dof), max(NOISE_FLOOR, mad))
+    out = {}
+    for s, obs in fitted.items():
+        dof, scale = pooled[kind_of[s]]
+        out[s] = Spread(refits(obs), scale, dof, len(obs))
+    return out
+
+
+def crossover_interval(fits: Dict[str, Fit], spreads_: Dict[str, Spread], kinds: Dict[str, str], setting: Setting,
+                       link_bytes_per_s: float, max_n: int, level: float = intervals.LEVEL):
+    """(point, low, high) of the fewest workers from which the parameter server stays ahead, over
+    every N of 2..max_n: the point from the fits, the ends the (1 - level)/2 and (1 + level)/2
+    quantiles over the strategies' refits, each scaled by a draw of its scatter (independent draws
+    per strategy); None for a crossover past max_n (never, as far as looked)."""
+    workers = list(range(2, max_n + 1))
+    point = crossover(fits, kinds, setting, link_bytes_per_s, workers)
+    if len(set(kinds[s] for s in spreads_)) < 2:
+        return point, None, None
+    draws = min(len(sp.refits) for sp in spreads_.values())
+    scaled = {s: [max(0.05, 1 + sp.scale * d) for d in intervals.scatter_draws(sp.dof, draws, intervals.SEED + i)]
+              for i, (s, sp) in enumerate(sorted(spreads_.items()))}
+    found = []
+    for i in range(draws):
+        rates = {s: [sp.refits[i].rate(kinds[s], n, setting, link_bytes_per_s) * scaled[s][i] for n in workers]
+                 for s, sp in spreads_.items()}
+        ps = [s for s in rates if kinds[s] == PS]
+        gather = [s for s in rates if kinds[s] == ALL_GATHER]  # the hybrid is neither side
+        ahead = [min(rates[s][j] for s in ps) > max(rates[s][j] for s in gather) for j in range(len(workers))]
+        first = next((workers[j] for j in range(len(workers)) if all(ahead[j:])), None)
+        found.append(first if first is not None else np.inf)
+    low, high = np.quantile(np.asarray(found, dtype=float), [(1 - level) / 2, (1 + level) / 2])
+    return point, (None if np.isinf(low) else int(low)), (None if np.isinf(high) else int(high))
+
+
+def crossover_text(point, low, high, max_n: int) -> str:
+    """The crossover as an interval of N, in words."""
+    beyond = f"beyond {max_n}"
+    ends = f"90% interval of N: {low if low is not None else beyond} to {high if high is not None else beyond}"
+    if point is None:
+        return f"no crossover up to N={max_n}: the parameter server is not predicted to stay ahead of all-gather ({ends})"
+    return (f"crossover at N={point}: the parameter server is predicted ahead of all-gather from there on ({ends})")

@@ -1,0 +1,75 @@
+"""What a traced step does with the embedding tables, read from its graph (nested graphs included):
+which ops move or update rows and where they were asked to run, which collectives it calls on what
+shapes, and whether any tensor in it is as large as a table shard (a dense gradient of a table, or
+a whole read of one). The records' `step_graph` (tests/test_sparse_paths.py reads it): the path a
+strategy's step takes, as TensorFlow traced it, not as a formula says it should.
+"""
+from __future__ import annotations
+
+import collections
+import re
+from typing import Dict, Iterable, List
+
+_ROW_OPS = re.compile(r"Scatter|Gather|SparseApply")
+_COLLECTIVE = re.compile(r"^Collective|AllReduce|Allreduce|Allgather|AllGather|^Horovod|^Nccl")
+_JOB = re.compile(r"/job:(\w+)")
+
+
+def graphs(concrete_functions: Iterable) -> List:
+    """The functions' graphs and every graph nested in them (cond branches, loop bodies, calls)."""
+    todo, seen = [f.graph for f in concrete_functions], []
+    while todo:
+        graph = todo.pop()
+        if any(graph is g for g in seen):
+            continue
+        seen.append(graph)
+        todo += [f.graph for f in getattr(graph, "_functions", {}).values() if hasattr(f, "graph")]
+    return seen
+
+
+def _resource_job(tensor) -> str:
+    """The job of the variable a resource tensor is the handle of (a resource op runs where its resource
+    lives, whatever device it asked for): followed through each graph's captures to the handle itself."""
+    while True:
+        outer = next((external for external, internal in tensor.graph.captures if internal is tensor), None)
+        if outer is None:
+            job = _JOB.search(tensor.op.device or "")
+            return job.group(1) if job else "unplaced"
+        if not hasattr(outer, "graph"):  # the variable's own (eager) handle
+            job = _JOB.search(getattr(outer, "device", "") or "")
+            return job.group(1) if job else "unplaced"
+        tensor = outer
+
+
+def _job(op) -> str:
+    job = _JOB.search(op.device or "")
+    if job:
+        return job.group(1)
+    resource = next((t for t in op.inputs if t.dtype.name == "resource"), None)
+    return _resource_job(resource) if resource is not None else "unplaced"
+
+
+def _shape(tensor):
+    try:
+        return tuple(tensor.shape.as_list())
+    except ValueError:  # unknown rank
+        return None
+
+
+def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
+    """{row_ops: {"OpType@job": count}, collectives: {OpType: [input shapes]}, table_sized: {OpType: count}}
+    over every graph of `concrete_functions`; `tables`: the embedding tables' variables (or shards),
+    whose full shapes no float tensor of a step that costs the rows it touches has."""
+    sizes = {tuple(t.shape.as_list()) for t in tables}
+    row_ops, collectives, table_sized = collections.Counter(), collections.defaultdict(list), collections.Counter()
+    for graph in graphs(concrete_functions):
+        for op in graph.get_operations():
+            if _ROW_OPS.search(op.type):
+                row_ops[f"{op.type}@{_job(op)}"] += 1
+            if _COLLECTIVE.search(op.type):
+                collectives[op.type].append([list(s) if s is not None else None
+                                             for s in (_shape(t) for t in op.inputs if t.dtype.is_floating)])
+            if any(t.dtype.is_floating and _shape(t) in sizes for t in op.outputs):
+                table_sized[op.type] += 1
+    return {"row_ops": dict(sorted(row_ops.items())), "collectives": dict(sorted(collectives.items())),
+            "table_sized": dict(sorted(table_sized.items())), "table_shapes": sorted(list(s) for s in sizes)}
