@@ -25,7 +25,8 @@ BAD = [
     (HYBRID2 + ["--hybrid_shard_rule=mod"], "--hybrid_shard_rule='mod' is unknown; choose rotated, aligned"),
     (["--strategy=horovod", "--num_workers=2", "--hybrid_shard_rule=aligned"],
      "--hybrid_shard_rule applies to --strategy=hybrid only"),
-    (["--strategy=parameter_server", "--hybrid_shard_rule=aligned"], "--hybrid_shard_rule applies to --strategy=hybrid"),
+    (["--strategy=parameter_server", "--hybrid_shard_rule=aligned"],
+     "--hybrid_shard_rule applies to --strategy=hybrid"),
     (HYBRID2 + ["--launcher=slurm", "--dry_run"], "--strategy=hybrid does not run as Slurm tasks"),
 ]
 
