@@ -36,6 +36,9 @@ class HybridAdapter(HorovodAdapter):
         self.device = job + self.device  # the rank's own device in the cluster it joined
         return strategy
 
+    update_applied_by = ("the optimizer's apply_gradients on each rank for the dense variables; each rank's "
+                         "ResourceScatterAdd of -learning rate x its rows' gradients on the ps for the tables")
+
     def barrier(self, name: str) -> None:
         """Every rank gets here before any goes on (a Horovod all-reduce of one value)."""
         from tfbench.framework.tf_import import tf
@@ -57,9 +60,9 @@ class HybridAdapter(HorovodAdapter):
         self.dense = dense_variables(self.model)
         self.table_layers = [layer for layer in self.model.submodules if isinstance(layer, keras.layers.Embedding)]
         with self.scope():
-            self.optimizer = steps.optimizer(self.config)
+            self.optimizer = steps.optimizer(self.config)  # an SGD (--optimizer): the rows' step is the same
             if self.config.mode == "train":
-                self.optimizer.build(self.dense)
+                steps.prepare(self.optimizer, self.dense)
         startup.mark("model_built")
 
     def after_build(self) -> None:
