@@ -20,6 +20,7 @@ PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
 LAUNCHERS = ("local", "slurm")
 NETWORKS = ("local", "emulated")
+COMPUTE = ("real", "emulated")  # --compute: the forward and backward run, or a wait of their measured length
 # Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
 # and today's data-centre Ethernet, for the performance model's predictions (tools.model).
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,
