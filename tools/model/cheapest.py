@@ -68,12 +68,12 @@ def options() -> List[cost.Option]:
         counts, data, prices = predict.request()
         if prices.usd_per_node_hour is None:
             raise ConfigError("give --price_per_node_hour: the cheapest is a matter of price")
-        facts = predict.resolve(data)
-        refits = [predict.resolve(doc) for doc in params_lib.refits(data)] if data else []
         counted = predict.counted_memory()
         variables = (shards.from_records(variables_lib.variables(FLAGS.model, FLAGS.image_size, FLAGS.num_classes))
                      if strategy == "parameter_server" else None)
         model = predict_rows.Model(counted, variables)
+        facts = model.prepare(predict.resolve(data))
+        refits = [predict.resolve(doc) for doc in params_lib.refits(data)] if data else []
         scatter = predict_rows.scatter_of(data, refits)
         found += [cost.Option(label(strategy), n, model.nodes(n), model.interval(n, facts, refits, scatter))
                   for n in counts]
