@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import intervals, shards, sparse
+from tfbench.perfmodel import intervals, shards, sparse, terms
 
 PS, ALL_GATHER = "parameter_server", "all-gather"
 
@@ -191,17 +191,8 @@ def crossover(fits: Dict[str, Fit], kinds: Dict[str, str], setting: Setting, lin
               workers: Sequence[int]) -> Optional[int]:
     """The fewest workers (of `workers`) at which every parameter-server strategy's predicted
     rate is above every all-gather strategy's, from there on; None if it never is."""
-    ps = [s for s in fits if kinds[s] == PS]
-    gather = [s for s in fits if kinds[s] != PS]
-    if not ps or not gather:
-        return None
-    wins = [n for n in workers
-            if min(fits[s].rate(PS, n, setting, link_bytes_per_s) for s in ps)
-            > max(fits[s].rate(ALL_GATHER, n, setting, link_bytes_per_s) for s in gather)]
-    for i, n in enumerate(workers):
-        if wins and wins == list(workers[i:]):
-            return n
-    return None
+    return crossover_of(lambda s, n: fits[s].rate(kinds[s], n, setting, link_bytes_per_s),
+                        {s: kinds[s] for s in fits}, workers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,3 +231,26 @@ def spread(observations: Sequence[Observation], point_fit: Fit, draws: int = 200
 def spreads(observations: Sequence[Observation], fits: Dict[str, Fit], max_n: int) -> Dict[str, Spread]:
     """Each fitted strategy's Spread, from the same runs its fit used (N <= max_n)."""
     return {s: spread([o for o in observations if o.strategy == s and o.n <= max_n], f) for s, f in fits.items()}
+
+
+def unfitted_step_s(kind: str, n: int, setting: Setting, link_bytes_per_s: float, compute_s: float,
+                    values: Dict[str, float]) -> float:
+    """The step with nothing fitted (tfbench.perfmodel.nofit): compute per step as given, the
+    busiest host's bytes at the share `values["share"]` of the link, overlapped with compute as
+    `values["phi"]` says (terms.overlapped_s), plus the overhead `values["overhead_s"]`."""
+    communication = busiest_host_bytes(kind, n, setting) / (values["share"] * link_bytes_per_s) if n > 1 else 0.0
+    return terms.overlapped_s(compute_s, communication, values["phi"]) + values["overhead_s"]
+
+
+def crossover_of(rate, kinds: Dict[str, str], workers: Sequence[int]) -> Optional[int]:
+    """The fewest workers (of `workers`) from which every parameter server's rate(strategy, n)
+    is above every all-gather's; None if it never is."""
+    ps = [s for s in kinds if kinds[s] == PS]
+    gather = [s for s in kinds if kinds[s] != PS]
+    if not ps or not gather:
+        return None
+    wins = [n for n in workers if min(rate(s, n) for s in ps) > max(rate(s, n) for s in gather)]
+    for i, n in enumerate(workers):
+        if wins and wins == list(workers[i:]):
+            return n
+    return None
