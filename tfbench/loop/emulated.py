@@ -10,13 +10,15 @@ One emulated step, in order, on the worker's device:
    on the worker, beside its batch, so that the whole tensor reaches it; an embedding table's
    rows are looked up as the model looks them up (the batch's unique ids);
 2. the wait: `compute_ms` of tf.data's sleep transformation (tf.raw_ops.SleepDataset) on a
-   one-element dataset made of what the pulls and the batch gave, taken whole
-   (DatasetToSingleElement): the step's critical path sleeps, the cores stay free;
+   one-element dataset made of what the pulls and the batch gave and of the dense gradients,
+   taken whole (DatasetToSingleElement): the step's critical path sleeps, the cores stay free;
 3. the gradients: for each variable, through the same tape (Horovod's all-reducing one too) and
-   loss scaling as a real step, a custom gradient released by the wait: a dense variable's is a
-   constant of its shape and dtype, made once when the step's kernels are made (before any step
-   is timed); a table's is one row per unique id of the batch, so its gradient is the
-   IndexedSlices of a real step.
+   loss scaling as a real step, a custom gradient: a dense variable's is a constant of its shape
+   and dtype, made once when the step's kernels are made (before any step is timed) and handed
+   out by the wait, so that nothing downstream sees a constant (grappler folded Horovod's
+   all-reduce of a constant gradient away: 0.16 of 150 MB crossed the link); a table's is one row
+   per unique id of the batch, made after the wait, so its gradient is the IndexedSlices of a
+   real step.
 
 What follows (the all-reduce, the push, the ps's accumulation and apply, the optimizer's update,
 the synchronisation) is the strategy's own code, unchanged: tfbench.loop.steps.shaped calls this
@@ -26,7 +28,7 @@ convergence runs).
 from __future__ import annotations
 
 import weakref
-from typing import List
+from typing import List, Sequence
 
 from tfbench.framework.tf_import import tf
 from tfbench.models.tables import embedding_tables
@@ -34,16 +36,18 @@ from tfbench.models.tables import embedding_tables
 GRADIENT = 2.0 ** -10  # every element of an emulated gradient: small, exact in fp16, never zero
 
 
-def wait(token, milliseconds: float):
-    """`token` (a float32 scalar) after a sleep of `milliseconds` on the step's critical path: a
-    one-element dataset slept over and taken once (Take 1: the look for a second element does
-    not sleep again), whole (DatasetToSingleElement: a kernel that blocks its thread, not a core)."""
-    spec = dict(output_types=[tf.float32], output_shapes=[[]])
-    dataset = tf.raw_ops.TensorDataset(components=[token], output_shapes=[[]])
+def wait(token, milliseconds: float, payload: Sequence = ()) -> List:
+    """[token, *payload] after a sleep of `milliseconds` on the step's critical path: a one-element
+    dataset of them slept over and taken once (Take 1: the look for a second element does not
+    sleep again), whole (DatasetToSingleElement: a kernel that blocks its thread, not a core). The
+    payload's tensors come out as they went in (no copy), released by the wait."""
+    components = [token, *payload]
+    spec = dict(output_types=[c.dtype for c in components], output_shapes=[c.shape for c in components])
+    dataset = tf.raw_ops.TensorDataset(components=components, output_shapes=spec["output_shapes"])
     dataset = tf.raw_ops.SleepDataset(input_dataset=dataset, sleep_microseconds=tf.constant(
         int(round(milliseconds * 1e3)), tf.int64), **spec)
     dataset = tf.raw_ops.TakeDataset(input_dataset=dataset, count=tf.constant(1, tf.int64), **spec)
-    return tf.raw_ops.DatasetToSingleElement(dataset=dataset, **spec)[0]
+    return tf.raw_ops.DatasetToSingleElement(dataset=dataset, **spec)
 
 
 # The wait of a task's first replica, per traced step (its graph). A task of several replicas
@@ -55,23 +59,23 @@ def wait(token, milliseconds: float):
 _FIRST_REPLICA_WAIT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _task_wait(token, milliseconds: float, shared: bool):
+def _task_wait(token, milliseconds: float, payload: Sequence, shared: bool) -> List:
     if not shared:
-        return wait(token, milliseconds)
+        return wait(token, milliseconds, payload)
     graph = tf.compat.v1.get_default_graph()
     if graph not in _FIRST_REPLICA_WAIT:
-        _FIRST_REPLICA_WAIT[graph] = wait(token, milliseconds)
+        _FIRST_REPLICA_WAIT[graph] = wait(token, milliseconds, payload)
     return _FIRST_REPLICA_WAIT[graph]
 
 
-def _released(value, waited: List, gradient):
-    """`value` seen by the tape as a scalar whose gradient is `gradient(value)`, made once the
-    wait (waited[0]) is over."""
+def _released(value, gradient):
+    """`value` seen by the tape as a scalar whose gradient is `gradient(value)` (called when the
+    tape differentiates, once the wait has been traced)."""
 
     @tf.custom_gradient
     def touch(x):
         def backward(upstream):
-            with tf.control_dependencies([waited[0], upstream]):
+            with tf.control_dependencies([upstream]):
                 return tf.identity(gradient(x))
 
         return tf.cast(tf.reshape(x, [-1])[0], tf.float32), backward
@@ -79,29 +83,31 @@ def _released(value, waited: List, gradient):
     return touch(value)
 
 
-def _dense_gradient(x):
-    return tf.constant(GRADIENT, x.dtype, x.shape)  # a splat: one value in the graph, made once
-
-
-def _row_gradients(rows):
-    return tf.fill(tf.shape(rows), tf.constant(GRADIENT, rows.dtype))
-
-
 def loss(config, model, features):
     """The emulated step's value (a float32 scalar: the wait's output) with every trainable
     variable of `model` read as a real step reads it; inside a GradientTape, each variable's
-    gradient waits for it (module docstring). A forward step is the same without the tape."""
+    gradient comes after the wait (module docstring). A forward step is the same without the tape."""
     batch = tf.nest.flatten(features)[0]
     tables = {id(t): ids for t, ids in zip(embedding_tables(model), config.workload.table_ids(features))}
-    waited: List = []
-    touched = []
+    waited: List = []  # the wait's outputs: [token, each dense gradient in variable order]
+    touched, dense = [], []
     with tf.compat.v1.colocate_with(batch):  # on the worker, beside its batch: the reads cross to it
         for variable in model.trainable_variables:
             if id(variable) in tables:  # the rows the model looks up: the batch's unique ids
                 ids = tf.unique(tf.reshape(tables[id(variable)], [-1]))[0]
-                touched.append(_released(tf.nn.embedding_lookup(variable, ids), waited, _row_gradients))
+                rows = lambda r: tf.fill(tf.shape(r), tf.constant(GRADIENT, r.dtype))  # noqa: E731
+                after = lambda r, rows=rows: _after(waited, rows(r))  # noqa: E731
+                touched.append(_released(tf.nn.embedding_lookup(variable, ids), after))
             else:
-                touched.append(_released(tf.convert_to_tensor(variable), waited, _dense_gradient))
+                k = len(dense)
+                dense.append(tf.constant(GRADIENT, variable.dtype, variable.shape))  # a splat: one value, made once
+                touched.append(_released(tf.convert_to_tensor(variable), lambda _, k=k: waited[1 + k]))
         token = tf.add_n(touched) + tf.cast(tf.reshape(batch, [-1])[0], tf.float32)
-        waited.append(_task_wait(token, config.compute_ms, shared=config.effective_num_local_devices > 1))
+        waited += _task_wait(token, config.compute_ms, dense if config.mode == "train" else (),
+                             shared=config.effective_num_local_devices > 1)
         return tf.stop_gradient(waited[0]) + tf.add_n(touched) * 0.0
+
+
+def _after(waited: List, value):
+    with tf.control_dependencies([waited[0]]):
+        return tf.identity(value)
