@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from tfbench.perfmodel import clusterfit, clusterspread, cost, intervals, shards, synthetic
+from tfbench.perfmodel import clusterfit, clusterspread, cost, intervals, shards, synthetic, synthetic_curves
 from tfbench.perfmodel import fit as fit_lib
 from tfbench.perfmodel import params as params_lib
 from tfbench.perfmodel import spread as spread_lib
@@ -61,6 +61,17 @@ def test_the_bootstrap_covers_held_out_runs_at_about_its_level_and_holds_the_tru
     assert found["coverage"]["points"] == 72 and 0.75 <= found["coverage"]["inside"] <= 0.99, found
     assert 0.5 * SIGMA < found["scale"] < 2 * SIGMA
     assert all(count >= 0.6 * 12 for count in found["parameters"].values()), found["parameters"]
+
+
+def test_the_recommenders_and_a_cluster_curves_intervals_hold_fresh_runs_near_their_level():
+    """What `tools.model calibrate` checks of the two other kinds of interval called 90%: fresh
+    runs at 8-16 workers of a recommender fitted on N <= 4, fresh points at 32-128 GPUs of a curve
+    fitted on 1-16, each scattered by SIGMA about the truth."""
+    rec = synthetic_curves.calibrate_recommender(SIGMA, 12, seed=3)
+    curve = synthetic_curves.calibrate_curve(SIGMA, 12, seed=3)
+    for found in (rec, curve):
+        assert found["level"] == intervals.LEVEL and found["points"] > 0
+        assert intervals.LEVEL - 0.2 <= found["inside"] <= 1.0, found
 
 
 def test_runs_without_scatter_still_leave_the_links_beta_unsure():
