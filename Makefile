@@ -124,14 +124,14 @@ model: setup
 # at 4 workers, on emulated compute (each worker's forward and backward pass a wait that uses no CPU);
 # fits on N <= 4 and prints per strategy the error at 8, 12, 16 and its trend per doubling of N, each
 # ps host's bytes against its shards, then `median abs error = X%` and the coverage of the held-out
-# runs by their 90% intervals with the intervals' median width: 26 points, ~20 min on 2 cores, at
+# runs by their 90% intervals with the intervals' median width: 30 points, ~20 min on 2 cores, at
 # most 9 GiB in use (docs/performance-model.md). MODEL_SCALE_COMPUTE=real: the same points on real
 # compute (16 workers share 2 cores). Not part of make test.
 MODEL_SCALE_COMPUTE ?= emulated
 model-scale: setup
 	d=sweeps/model-scale-$(MODEL_SCALE_COMPUTE)-$$(date +%Y%m%d-%H%M%S); c=--compute=$(MODEL_SCALE_COMPUTE); \
 	$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --sweep_dir=$$d/shared --report=false; \
-	for n in 1 2 4 8 12 16; do \
+	for n in 1 2 3 4 8 12 16; do \
 		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --strategy=parameter_server \
 			--ps_placement=collocated --num_workers=$$n --num_ps=$$n --sweep_dir=$$d/ps-k$$n --report=false; \
 	done; \
