@@ -95,19 +95,22 @@ def loss(config, model, features):
         for variable in model.trainable_variables:
             if id(variable) in tables:  # the rows the model looks up: the batch's unique ids
                 ids = tf.unique(tf.reshape(tables[id(variable)], [-1]))[0]
-                rows = lambda r: tf.fill(tf.shape(r), tf.constant(GRADIENT, r.dtype))  # noqa: E731
-                after = lambda r, rows=rows: _after(waited, rows(r))  # noqa: E731
-                touched.append(_released(tf.nn.embedding_lookup(variable, ids), after))
+                touched.append(_released(tf.nn.embedding_lookup(variable, ids), _rows_after(waited)))
             else:
                 k = len(dense)
-                dense.append(tf.constant(GRADIENT, variable.dtype, variable.shape))  # a splat: one value, made once
+                if config.mode == "train":
+                    dense.append(tf.constant(GRADIENT, variable.dtype, variable.shape))  # a splat, made once
                 touched.append(_released(tf.convert_to_tensor(variable), lambda _, k=k: waited[1 + k]))
         token = tf.add_n(touched) + tf.cast(tf.reshape(batch, [-1])[0], tf.float32)
-        waited += _task_wait(token, config.compute_ms, dense if config.mode == "train" else (),
-                             shared=config.effective_num_local_devices > 1)
+        waited += _task_wait(token, config.compute_ms, dense, shared=config.effective_num_local_devices > 1)
         return tf.stop_gradient(waited[0]) + tf.add_n(touched) * 0.0
 
 
-def _after(waited: List, value):
-    with tf.control_dependencies([waited[0]]):
-        return tf.identity(value)
+def _rows_after(waited: List):
+    """A table's gradient: a row for each row looked up (the batch's unique ids), made after the wait."""
+
+    def gradient(rows):
+        with tf.control_dependencies([waited[0]]):
+            return tf.fill(tf.shape(rows), tf.constant(GRADIENT, rows.dtype))
+
+    return gradient
