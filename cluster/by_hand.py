@@ -19,7 +19,7 @@ from absl import app, flags
 
 import tfbench.config as config_lib
 from cluster.plan.topology import make_plan
-from cluster.run_setup import prepare_run_dir
+from tfbench.app.run_setup import prepare_run_dir
 from tfbench.config import flags as tfbench_flags
 from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
@@ -32,7 +32,7 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def task_command(task, plan) -> str:
-    if plan.traits.ranks:
+    if task.horovod_rank >= 0:
         return "horovodrun --gloo ... python -m tfbench.task --run_dir RUN_DIR --task horovod"
     return f"python -m tfbench.task --run_dir RUN_DIR --task {task.name}"
 
@@ -47,7 +47,7 @@ def render_exports(plan) -> str:
         lines.append(task_command(t, plan))
         lines.append("")
     if plan.horovod_hosts:
-        lines.append(f"# horovodrun --gloo -np {len(plan.tasks)} -H {plan.horovod_hosts} ...")
+        lines.append(f"# horovodrun --gloo -np {len(plan.ranked_tasks)} -H {plan.horovod_hosts} ...")
     return "\n".join(lines)
 
 
@@ -62,14 +62,16 @@ def host_commands(plan, run_dir: str, paths=()) -> Dict[str, List[str]]:
     python = shlex.quote(sys.executable)
     rd = shlex.quote(run_dir)
     by_host: Dict[str, List[str]] = {}
-    if plan.traits.ranks:
+    ranked = plan.ranked_tasks
+    if ranked:
         horovodrun = shlex.quote(os.path.join(os.path.dirname(sys.executable), "horovodrun"))
         log = shlex.quote(os.path.join(run_dir, "tasks", "horovodrun.log"))
-        by_host[plan.tasks[0].host] = [
-            f"({env} {horovodrun} --gloo -np {len(plan.tasks)} -H {plan.horovod_hosts} {python} -m tfbench.task "
+        by_host[ranked[0].host] = [
+            f"({env} {horovodrun} --gloo -np {len(ranked)} -H {plan.horovod_hosts} {python} -m tfbench.task "
             f"--run_dir {rd} --task horovod > {log} 2>&1 &)"]
-        return by_host
     for t in plan.tasks:
+        if t in ranked:
+            continue
         log = shlex.quote(os.path.join(run_dir, "tasks", f"{t.name}.log"))
         by_host.setdefault(t.host, []).append(
             f"({env} {python} -m tfbench.task --run_dir {rd} --task {t.name} > {log} 2>&1 &)")

@@ -4,14 +4,14 @@ steps).
 
 Every task appends its own record to DIR/results.jsonl; this computes the cluster record from
 them with the same function and the same fields as the local launcher, appends it once, writes
-the run's end (cluster.run_end) and prints the table. Run it again and it prints the table again.
+the run's end (tfbench.app.run_end) and prints the table. Run it again and it prints the table again.
 """
 from __future__ import annotations
 
 import sys
 from typing import Optional
 
-from cluster import run_end
+from tfbench.app import run_end
 from tfbench.config import RunConfig
 from tfbench.config.helptext import argument_parser
 from tfbench.results import records

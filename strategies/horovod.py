@@ -108,13 +108,13 @@ class HorovodAdapter(SyncAdapter):
 
         step = self.setup()
         log = horovod_elastic.run_steps(self, step, reporter, profiler)
-        most = max(log.ranks, default=self.hvd.size())  # ranks vary: the most that stepped together
+        most = max(log.rank_counts, default=self.hvd.size())  # ranks vary: the most that stepped together
         summary = dataclasses.replace(
             self.summary(), replicas=most, global_batch_size=most * self.config.batch_size,
             step_definition="this rank's step: train step and the elastic state's commit (model, optimizer "
                             "and step number copied, host changes checked), start to commit done")
         return [Measurement(self.task.role, self.task.index, self.config.batch_size, log.timings, summary,
-                            parts=(*self.summary_parts(), log.steps()))]
+                            parts=(*self.summary_parts(), log.steps()), started_with_launch=not log.joined_at)]
 
     def summary_parts(self) -> list:
         train = self.config.mode == "train"

@@ -38,7 +38,7 @@ class ElasticLog:
 
     timings: List[StepTiming] = dataclasses.field(default_factory=list)
     indices: List[int] = dataclasses.field(default_factory=list)
-    ranks: List[int] = dataclasses.field(default_factory=list)
+    rank_counts: List[int] = dataclasses.field(default_factory=list)
     resets: List[dict] = dataclasses.field(default_factory=list)
     commit_s: List[float] = dataclasses.field(default_factory=list)
     joined_at: Optional[int] = None  # the committed step this process started from
@@ -48,11 +48,11 @@ class ElasticLog:
         measured = [d for d in done if d.measured]
         self.timings = [d.timing for d in measured]
         self.indices = [d.index for d in measured]
-        self.ranks = [d.kept for d in measured]
+        self.rank_counts = [d.kept for d in measured]
 
     def steps(self) -> ElasticSteps:
         mean = sum(self.commit_s) / len(self.commit_s) if self.commit_s else None
-        return ElasticSteps(self.indices, self.ranks, self.resets, self.joined_at,
+        return ElasticSteps(self.indices, self.rank_counts, self.resets, self.joined_at,
                             mean * 1e3 if mean is not None else None)
 
 

@@ -80,6 +80,7 @@ class Measurement:
     convergence: Optional[dict] = None
     checkpoint: Optional[Checkpointing] = None
     parts: Sequence = ()
+    started_with_launch: bool = True  # False: the process joined the run later (a rejoining elastic rank)
 
     def part(self, kind: Type[Part]) -> Optional[Part]:
         """The strategy's part of this type, None if it has none."""

@@ -69,7 +69,7 @@ SCENARIOS: Dict[str, Scenario] = {
     # test_step_definitions (bytes per global step of |w| = 9 x 100000 x 4), test_staleness
     # (never stale), test_aggregation
     "ps_sync": Scenario(PS2 + ("--num_ps=1", "--ps_sync", "--ps_placement=separate", "--num_classes=100000",
-                               "--num_steps=10", "--monitor_interval=0.2"), dump_weights=True),
+                               "--num_steps=30", "--monitor_interval=0.2"), dump_weights=True),
     # test_strategies: a forward-only parameter-server run, two ps collocated with the workers;
     # test_knobs (the fixed partitioner splits every variable over both), test_profile (the coordinator's);
     # test_input (the workers' closures wait for their files' batches)

@@ -47,7 +47,7 @@ def test_shards_are_disjoint_and_batches_full():
 @pytest.mark.slow  # TensorFlow: the dataset, tf.data and the model
 def test_evaluator_points_and_time_to_accuracy(tmp_path):
     from tfbench.framework.tf_import import keras
-    from tfbench.models import MODELS
+    from tfbench.workloads.images import MODELS
 
     config = config_lib.RunConfig(model="lenet", dataset="digits", num_classes=10, image_size=8,
                                   num_warmup_steps=1, num_steps=4, eval_every=2, target_accuracy=0.01)

@@ -122,8 +122,8 @@ def test_a_setting_is_what_decides_a_workers_compute():
 
 
 def test_the_wait_comes_from_the_cache_and_the_records_say_from_where(tmp_path, monkeypatch):
-    from cluster import compute_time
     from cluster.plan.topology import make_plan
+    from tfbench.app import compute_time
     from tfbench.measure import compute_cache
 
     monkeypatch.setenv(compute_cache.CACHE_ENV, str(tmp_path / "compute.json"))

@@ -90,14 +90,14 @@ def test_a_step_a_rank_did_again_after_a_reset_counts_once_at_its_last_time():
     rank = rank_record(0, [0, 1, 2, 2, 3], [2, 2, 2, 1, 1], step_s=0.1)  # step 2 undone by a reset, done again
     rank["step_start_wall"] = [100.0, 100.1, 100.2, 101.0, 101.1]
     steps = elastic_steps.merged([rank])
-    assert [(s.index, s.ranks) for s in steps] == [(0, 2), (1, 2), (2, 1), (3, 1)]
+    assert [(s.index, s.rank_count) for s in steps] == [(0, 2), (1, 2), (2, 1), (3, 1)]
     assert steps[2].start == 101.0
 
 
 def test_global_steps_are_merged_by_number_and_count_the_ranks_in_each():
     tasks = elastic_run()
     steps = elastic_steps.merged(tasks)
-    assert [s.index for s in steps] == list(range(10)) and [s.ranks for s in steps] == [2, 2, 2, 2, 1, 1, 1, 2, 2, 2]
+    assert [s.index for s in steps] == list(range(10)) and [s.rank_count for s in steps] == [2, 2, 2, 2, 1, 1, 1, 2, 2, 2]
     record = records.cluster_record("r", tasks)
     assert record["images"] == 4 * (2 * 7 + 3)  # the killed rank's own record is lost; the survivor's counts it
     assert record["window_s"] == pytest.approx(2.0)
@@ -161,7 +161,7 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
     assert 0 < entry["time_without_steps_s"] < entry["time_to_first_update_s"] and entry["resets"] >= 2  # lost, rejoined
     steps = elastic_steps.merged([r for r in records.read(os.path.join(run, "results.jsonl"))])
     assert [s.index for s in steps] == list(range(2, 2 + ELASTIC_STEPS))  # every measured step once, none lost
-    assert steps[-1].ranks == 2
+    assert steps[-1].rank_count == 2
     rejoined = task_records(run)["worker_1"]
     assert rejoined["joined_at_step"] > 100 and rejoined["step_index"][0] > rejoined["joined_at_step"]
     assert "launched" not in rejoined["startup"]["marks"]  # its start-up counts from its own process start
@@ -172,7 +172,7 @@ def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
 
 
 def test_elastic_needs_root_and_says_so_before_starting(monkeypatch):
-    from cluster import preflight
+    from cluster.launchers import preflight
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError, match="--horovod_elastic needs root"):

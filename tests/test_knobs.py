@@ -99,7 +99,7 @@ def fake_points(rates):
 ])
 def test_tune_repeats_the_two_best_while_they_overlap_and_keeps_the_default_unless_beaten(
         tmp_path, monkeypatch, rates, ran_order, best):
-    from tfbench import tune
+    from tfbench.app import tune
 
     ran, run_point = fake_points(rates)
     monkeypatch.setattr(tune, "run_point", run_point)
@@ -111,7 +111,7 @@ def test_tune_repeats_the_two_best_while_they_overlap_and_keeps_the_default_unle
 
 
 def test_tune_stops_at_its_budget(tmp_path, monkeypatch):
-    from tfbench import tune
+    from tfbench.app import tune
 
     ran, run_point = fake_points((10.0, 10.3, 5.0))
     monkeypatch.setattr(tune, "run_point", lambda *a: time.sleep(0.05) or run_point(*a))
@@ -173,9 +173,9 @@ def test_horovod_knobs_reach_horovods_environment(clusters):
 
 
 def expected_shards(config: dict):
-    """Bytes per ps as the performance model places the run's model (tfbench.perfmodel.shards)."""
+    """Bytes per ps as the performance model places the run's model (tfbench.perfmodel.dense.shards)."""
     from tfbench.measure.variables import count_variables
-    from tfbench.perfmodel import shards as shards_model
+    from tfbench.perfmodel.dense import shards as shards_model
 
     variables = shards_model.from_records(count_variables(config["model"], config["image_size"], config["num_classes"]))
     return shards_model.place(variables, config["num_ps"], config["ps_partitioner"], placer=config["ps_placer"])

@@ -302,8 +302,7 @@ def test_progress_round_trip(tmp_path):
     progress.write_progress(run.path, "worker_0", "measure", 4, 10)
     record = progress.read_progress(run.path, "worker_0")
     assert (record["phase"], record["step"], record["total"], record["pid"]) == ("measure", 4, 10, os.getpid())
-    assert progress.path(run.path, "worker_0") == run.task_progress("worker_0")
-    assert os.listdir(run.tasks_dir) == ["worker_0.progress"]
+    assert os.listdir(run.tasks_dir) == ["worker_0.progress"] == [os.path.basename(progress.path(run.path, "worker_0"))]
     with pytest.raises(ValueError):
         progress.write_progress(run.path, "worker_0", "finished")
     progress.clear(run.path, "worker_0")

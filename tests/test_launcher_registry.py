@@ -19,7 +19,7 @@ ALLOWED = {
     "tfbench/config/kinds.py",  # the one reader of --launcher with --network
     "cluster/launchers/registry.py",  # each kind -> what it does
     # the analytic model reads a run's config.json without importing tfbench (docs/architecture.md)
-    "tfbench/perfmodel/observations.py",
+    "tfbench/perfmodel/fitting/observations.py",
 }
 
 

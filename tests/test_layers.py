@@ -10,8 +10,11 @@ import os
 from conftest import ROOT
 
 PACKAGES = ("tfbench", "strategies", "cluster", "tools")
-ENTRY_POINTS = ("tfbench.__main__", "tfbench.cli", "tfbench.task", "tfbench.tune", "tfbench.usage", "tools",
-                "cluster.by_hand", "cluster.k8s", "cluster.merge", "tfbench.commands")
+# The front door (tfbench/app), the `python -m` names that open on it or on config alone, and the
+# entry points of cluster/ and tools/.
+ENTRY_POINTS = ("tfbench.app", "tfbench.__main__", "tfbench.task", "tfbench.usage", "tfbench.commands", "tools",
+                "cluster.by_hand", "cluster.k8s", "cluster.merge")
+FRONT_DOOR = "tfbench.app"
 # Bottom to top. A module's floor is that of the longest prefix naming it.
 FLOORS = (
     ("tfbench.framework",),
@@ -139,6 +142,18 @@ def test_the_checker_sees_lazy_imports_and_circles():
     graph = imports(modules())
     # imported inside a method
     assert "strategies.parameter_server.sync" in graph["strategies.parameter_server.coordinator"]
+
+
+def test_only_the_front_door_of_tfbench_enters_cluster_or_strategies():
+    """tfbench/ is the ground the middle floor stands on: its modules import neither cluster/ nor
+    strategies/, except the front door (tfbench/app) and the `python -m` names that open on it."""
+    graph = imports(modules())
+    doors = (FRONT_DOOR, "tfbench.__main__", "tfbench.task")
+    entered = [f"{m} imports {t}" for m, targets in sorted(graph.items())
+               if m.startswith("tfbench.") and not m.startswith(doors)
+               for t in sorted(targets) if t.split(".")[0] in ("cluster", "strategies")]
+    assert not entered, "modules of tfbench/ behind the front door import cluster/ or strategies/:\n" + "\n".join(entered)
+    assert all(t.startswith(FRONT_DOOR) for door in doors[1:] for t in graph[door] if not t.startswith("tfbench.config"))
 
 
 def test_tools_holds_packages_by_job():

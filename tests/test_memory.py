@@ -89,7 +89,7 @@ def test_small_runs_fit_under_the_bound_without_counting(monkeypatch):
 def test_every_registered_model_stays_under_the_bounds(model):
     """At the smallest image a model takes (fixed costs weigh most per pixel) and at 64 px; counted
     in pytest's process (the child process that counts for the launcher is tested above and below)."""
-    from tfbench.models import MODELS
+    from tfbench.workloads.images import MODELS
 
     classes = 1000
     for size in (MODELS[model].min_image_size, 64):

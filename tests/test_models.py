@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tfbench.models import MODELS
+from tfbench.workloads.images import MODELS
 from tfbench.models.alexnet import first_conv
 
 

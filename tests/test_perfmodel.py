@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import prediction as pr
-from tfbench.perfmodel import whatif
-from tfbench.perfmodel.prediction import Setting
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.dense import prediction as pr
+from tfbench.perfmodel.dense import whatif
+from tfbench.perfmodel.dense.prediction import Setting
 
 # Round numbers: |w| = 100 MB over 100 MB/s is T = 1 s; alpha 1 ms; a worker computes for 2 s.
 W, BETA, ALPHA, C = 100e6, 100e6, 1e-3, 2.0
@@ -248,9 +248,25 @@ def test_the_package_imports_only_the_standard_library_numpy_and_scipy():
 def test_one_ps_shard_per_worker_as_tf_cnn_benchmarks_places_them():
     s = pr.Setting(strategy="parameter_server", w_bytes=1e8, compute_s=1.0, batch_size=32,
                            link=eq.Link(0.0, 1.25e8), ps_placement="collocated", ps_sync=True)
-    points = pr.predict_shard_per_worker(s, [1, 16])
-    assert points[1].step_s == pytest.approx(pr.point(dataclasses.replace(s, num_ps=16), 16).step_s)
+    one, sixteen = (pr.point(dataclasses.replace(s, num_ps=n), n) for n in (1, 16))
     # collocated, k = N: each host's link carries its shard for the 15 others ((N-1)/N of |w|) and its own
     # worker's pulls and pushes of the other 15 shards (another (N-1)/N), each way; directions in turn (chi = 1)
-    assert points[1].communication_s == pytest.approx(2 * 2 * (15 / 16) * 1e8 / 1.25e8)
-    assert points[0].scaling_efficiency == 1.0 and points[1].scaling_efficiency < 1.0
+    assert sixteen.communication_s == pytest.approx(2 * 2 * (15 / 16) * 1e8 / 1.25e8)
+    assert one.communication_s == 0.0 and sixteen.step_s > one.step_s
+
+
+def test_the_models_terms_for_tfbenchs_strategies_agree_with_their_traits():
+    """tfbench.perfmodel.protocols is the one translation of a strategy's name into the model's terms:
+    a strategy whose traits change, or a new one with tables on ps tasks, fails here until it has its term."""
+    from tfbench.config import strategy_traits
+    from tfbench.perfmodel import protocols
+
+    assert set(protocols.PREDICTED + protocols.ONE_TASK) <= set(strategy_traits.STRATEGIES)
+    assert protocols.TREE not in strategy_traits.STRATEGIES
+    ps = strategy_traits.of(protocols.PS)
+    assert ps.coordinated and ps.ps_tasks and not ps.all_reduce
+    assert all(strategy_traits.of(s).all_reduce and not strategy_traits.of(s).ps_tasks for s in protocols.RINGS)
+    assert set(protocols.ONE_TASK) == set(strategy_traits.names(lambda t: not t.multi_task))
+    for name, traits in strategy_traits.TRAITS.items():
+        assert (protocols.tables_kind(name) == protocols.PS) == traits.ps_tasks, name
+        assert (protocols.of_run(name) is not None) == (traits.multi_task and (traits.ps_tasks or traits.all_reduce))

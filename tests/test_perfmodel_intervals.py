@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from tfbench.perfmodel import clusterfit, clusterspread, cost, intervals, shards, synthetic, synthetic_curves
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import spread as spread_lib
+from tfbench.perfmodel import cost, intervals
+from tfbench.perfmodel.curves import clusterfit, clusterspread
+from tfbench.perfmodel.curves import synthetic as synthetic_curves
+from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.fitting import synthetic
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting import spread as spread_lib
 from tfbench.perfmodel.intervals import Interval
 
 # ---- the interval itself -------------------------------------------------------------------------
@@ -52,7 +56,7 @@ SIGMA = 0.05  # each synthetic run's rate scatters by 5% (log-normal) about the 
 
 def test_the_bootstrap_covers_held_out_runs_at_about_its_level_and_holds_the_true_parameters(monkeypatch):
     """Synthetic sweeps made by the model with a known parameter set and a known scatter
-    (tfbench.perfmodel.synthetic): fitted on N <= 2, fresh 3-worker runs inside their 90% intervals
+    (tfbench.perfmodel.fitting.synthetic): fitted on N <= 2, fresh 3-worker runs inside their 90% intervals
     about 90% of the time, the scatter found near the true one, and each fitted parameter's 90%
     range over the refits holding the true value about as often. (`python -m tools.model
     calibrate` runs the same with more sweeps and refits.)"""

@@ -1,6 +1,6 @@
-"""The mechanisms of the performance model against their closed forms (tfbench.perfmodel.terms,
+"""The mechanisms of the performance model against their closed forms (tfbench.perfmodel.dense.terms,
 shards, sync_step), and fitting that recovers known parameters from synthetic points
-(tfbench.perfmodel.clusterfit)."""
+(tfbench.perfmodel.curves.clusterfit)."""
 import dataclasses
 import json
 import math
@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from tfbench.perfmodel import clusterfit, published, shards, sync_step, terms
-from tfbench.perfmodel import equations as eq
+from tfbench.perfmodel.curves import clusterfit, published
+from tfbench.perfmodel.dense import shards, sync_step, terms
+from tfbench.perfmodel.dense import equations as eq
 
 V = shards.Variable
 INCEPTION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfbench", "measure", "data",
@@ -112,13 +113,12 @@ def test_devices_per_node_intra_node_and_nodes():
     assert terms.intra_node_s(4, 1e8, "nvlink", 1e10) == pytest.approx(2 * 3 / 4 * 1e8 / 1e10)
 
 
-def test_compute_against_batch_and_strong_scaling():
+def test_compute_against_batch():
     assert terms.compute_s(32, 0.01, 0.05) == pytest.approx(0.37)
     c, c0 = terms.fit_compute([16, 32, 64], [0.05 + 0.01 * b for b in (16, 32, 64)])
     assert c == pytest.approx(0.01) and c0 == pytest.approx(0.05)
     with pytest.raises(ValueError):
         terms.fit_compute([32, 32], [1.0, 1.0])
-    assert terms.per_worker_batch(1024, 64) == 16
 
 
 def test_network_core_and_where_it_binds():

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
-from tfbench.perfmodel import cost, nofit, synthetic_curves
+from tfbench.perfmodel import cost
+from tfbench.perfmodel.curves import synthetic as synthetic_curves
+from tfbench.perfmodel.fitting import nofit
 from tfbench.perfmodel.intervals import Interval
 
 EXAMPLE = os.path.join(ROOT, "tfbench", "perfmodel", "data", "example_cluster.csv")

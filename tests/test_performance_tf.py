@@ -81,7 +81,7 @@ def _train_losses(precision_name: str, steps_to_run: int = 15):
     from tfbench.framework import precision
     from tfbench.framework.tf_import import keras, tf
     from tfbench.loop import steps
-    from tfbench.models import MODELS
+    from tfbench.workloads.images import MODELS
 
     keras.utils.set_random_seed(0)
     precision.apply_policy(precision_name)

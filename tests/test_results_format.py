@@ -13,7 +13,7 @@ from results_doc import documented, undocumented, undocumented_in_run
 import tfbench.config as config_lib
 from cluster import merge
 from cluster.plan.topology import make_plan
-from cluster.run_setup import prepare_run_dir
+from tfbench.app.run_setup import prepare_run_dir
 from cluster.supervision import outcome
 from cluster.supervision.status import StatusLine
 from report_runs import write_run
@@ -129,7 +129,7 @@ def test_the_document_names_each_field_once_and_states_the_version():
 def test_csv_columns_are_fixed_and_documented(tmp_path):
     """The header is the version's column list, whatever the runs hold; docs/results.md lists it
     in order (config columns: one per RunConfig field)."""
-    config_fields = [f.name for f in __import__("dataclasses").fields(config_lib.RunConfig)]
+    config_fields = list(config_lib.RunConfig.names())
     doc = [".".join(f) for f in FIELDS["csv"]]
     i = doc.index("<config field>")
     assert doc[:i] + config_fields + doc[i + 1:] == results_csv.columns()

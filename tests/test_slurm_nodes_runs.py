@@ -127,7 +127,7 @@ def test_a_task_killed_on_its_node_ends_the_job_naming_the_fault(logdir):
 
 
 def test_a_lost_node_ends_the_job_naming_the_node(logdir):
-    """h1's slurmd is killed mid-run (what NodeSlurm.kill_node does): slurmctld sets the node DOWN
+    """h1's slurmd is killed mid-run (as tests/test_slurm_nodes.py kills one): slurmctld sets the node DOWN
     after SlurmdTimeout, the job ends NODE_FAIL (never requeued) and the failure names h1."""
     from cluster.net import netns
     from tfrun import cluster_record

@@ -92,7 +92,7 @@ def test_layout_keeps_ranks_of_a_node_together_and_places_the_ps(flags, nodes):
 
 def test_layout_ranks_follow_the_resolver_and_separate_ps_get_their_own_nodes():
     placed = layout_of(strategy="parameter_server", num_workers=2, ps_placement="separate", slurm_nodes=0)
-    assert placed.ranks == ("chief_0", "ps_0", "worker_0", "worker_1")
+    assert placed.order == ("chief_0", "ps_0", "worker_0", "worker_1")
     assert [placed.tasks_on(n) for n in range(4)] == [["chief_0"], ["ps_0"], ["worker_0"], ["worker_1"]]
     config = RunConfig(launcher="slurm", strategy="parameter_server", num_workers=2, ps_placement="separate")
     assert "--ps_placement=separate on one Slurm node" in steps.plan_for(config).warnings[-1]

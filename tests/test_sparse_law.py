@@ -1,4 +1,4 @@
-"""The rows a recommender's step touches (tfbench.perfmodel.sparse) against a Monte-Carlo count of
+"""The rows a recommender's step touches (tfbench.perfmodel.sparse.laws) against a Monte-Carlo count of
 the ids tfbench itself draws (tfbench.workloads.recommender), and what those rows cost each
 strategy on the wire (tfbench.measure.sparse), against hand-computed values. No TensorFlow."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from tfbench.config import RunConfig, strategy_traits
 from tfbench.measure import sparse as sparse_wire
-from tfbench.perfmodel import sparse
+from tfbench.perfmodel.sparse import laws as sparse
 from tfbench.workloads import recommender
 
 
@@ -25,16 +25,6 @@ def test_uniform_ids_follow_the_closed_form():
     assert sparse.expected_unique(rows, 0.0, 1) == pytest.approx(1.0)  # one id touches one row
 
 
-def test_the_first_shard_holds_the_hottest_rows_and_shards_add_up():
-    tables, alpha, draws = (100_000, 3_000), 1.1, 2048
-    per_shard = sparse.expected_rows_per_shard(tables, alpha, draws, 4)
-    assert sum(per_shard) == pytest.approx(sparse.expected_unique_tables(tables, alpha, draws))
-    assert per_shard[0] == max(per_shard) and per_shard[0] > 1.5 * per_shard[-1]
-    flat = sparse.expected_rows_per_shard(tables, 0.0, draws, 4)
-    assert max(flat) / min(flat) == pytest.approx(1.0, abs=0.02)  # uniform ids: shards alike
-    assert sparse.shard_bounds(10, 3) == [0, 4, 7, 10]
-
-
 def test_the_workloads_own_counts_match_the_law():
     """A step's measured unique rows (the workload's facts) against E[unique] at B h draws, and the
     union of four workers' batches against E[unique] at 4 B h."""
@@ -51,9 +41,6 @@ def test_the_workloads_own_counts_match_the_law():
 
 def test_wire_bytes_per_strategy_by_hand():
     assert sparse.allgather_bytes(4, 1000, 64) == 3 * 1000 * 72
-    assert sparse.ps_worker_bytes(1000, 64) == 1000 * 136
-    assert sparse.dense_fallback_bytes(4, 1e6) == pytest.approx(1.5e6)
-    assert sparse.dense_fallback_bytes(1, 1e6) == 0.0
     facts = {"unique_rows_per_shard": [1000, 1200], "row_bytes": 64, "rows": [100, 100], "embedding_dim": 16}
     mwms = sparse_wire.wire(facts, strategy_traits.of("multi_worker_mirrored"), False)
     assert mwms["per_host_step_bytes"] == pytest.approx(1 * 1100 * 72)

@@ -73,7 +73,7 @@ class FaultInjector:
     def restarts(self, task: str) -> bool:
         """A killed parameter-server worker (not yet restarted) comes back at its address; not under
         Slurm, whose step ends with any task (--kill-on-bad-exit)."""
-        return (self.killed(task) and self.config.traits.has_ps and task.startswith("worker_")
+        return (self.killed(task) and self.config.traits.coordinated and task.startswith("worker_")
                 and kind_of(self.config).restarts_tasks and "restarted_wall" not in self.applied[task])
 
     def restarts_cluster(self, task: str) -> bool:
@@ -83,7 +83,7 @@ class FaultInjector:
         submitted again as a whole)."""
         traits = self.config.traits
         alone = task.startswith("worker_") and kind_of(self.config).restarts_tasks
-        whole = traits.checkpoints and not (traits.has_ps and alone)
+        whole = traits.checkpoints and not (traits.coordinated and alone)
         return (self.killed(task) and whole and self.config.checkpoint_every > 0
                 and "cluster_restarted_wall" not in self.applied[task])
 
@@ -97,7 +97,7 @@ class FaultInjector:
 
     def rejoins(self, task: str) -> bool:
         """A killed Horovod elastic rank, which horovodrun's driver starts again by itself."""
-        return self.killed(task) and self.config.traits.ranks and self.config.horovod_elastic
+        return self.killed(task) and self.config.traits.elastic and self.config.horovod_elastic
 
     def watch_recovery(self) -> None:
         """Notes when a restarted task reports ready again (its server is up, its rank joined)."""

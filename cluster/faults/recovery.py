@@ -99,18 +99,18 @@ def _rejoined(fault: dict, task_records: Sequence[dict], num_workers: Optional[i
                        "rank again, then to the window's end"}
     if not steps:
         return entry
-    full = num_workers or max(s.ranks for s in steps)
+    full = num_workers or max(s.rank_count for s in steps)
     after = [s for s in steps if s.start >= down]
-    back = next((s for s in after if s.ranks >= full), None)
+    back = next((s for s in after if s.rank_count >= full), None)
     until = back.start if back is not None else steps[-1].end
     out = [s for s in after if s.start < until]
     before = [s for s in steps if s.end <= down]
     usual = float(np.median([b.start - a.end for a, b in zip(before, before[1:])])) if len(before) > 1 else 0.0
     seq = out + ([back] if back is not None else [])
     entry.update(
-        time_to_continue_s=out[0].end - down if out and out[0].ranks < full else None,
-        steps_with_fewer_ranks=sum(1 for s in out if s.ranks < full),
-        fewest_ranks=min(s.ranks for s in out) if out else None,
+        time_to_continue_s=out[0].end - down if out and out[0].rank_count < full else None,
+        steps_with_fewer_ranks=sum(1 for s in out if s.rank_count < full),
+        fewest_ranks=min(s.rank_count for s in out) if out else None,
         time_without_steps_s=(max(0.0, seq[0].start - down) + sum(max(0.0, b.start - a.end - usual)
                                                                   for a, b in zip(seq, seq[1:]))) if seq else None,
         time_to_first_update_s=back.end - down if back is not None else None,

@@ -69,11 +69,11 @@ def local_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     command_for = default_command(run)
     for t in plan.tasks:
         lines += _task_line(t)
-        if plan.traits.ranks:
+        if t.horovod_rank >= 0:
             lines.append(f"    Horovod rank {t.horovod_rank}, started by horovodrun below")
         else:
             lines.append(f"    command: {shlex.join(wrap(command_for(t)))}")
-    if plan.traits.ranks:
+    if plan.ranked_tasks:
         lines.append(f"horovodrun (one process for every rank): "
                      f"{shlex.join(wrap(default_group_command(run, config)(plan)))}")
     if config.horovod_elastic:
@@ -95,7 +95,7 @@ def emulated_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[st
     lines.append("then the link probe (cluster.net.link_probe) measures round trip, alpha, beta and one TCP stream "
                  "each way between h0 and h1, refuses links that are not what was asked for, and records them")
     plan = with_hosts(plan, address)
-    envs = _rank_envs(plan, bridge) if plan.traits.ranks else {}
+    envs = _rank_envs(plan, bridge) if plan.ranked_tasks else {}
     command_for = default_command(run)
     for t in plan.tasks:
         lines += _task_line(t)
@@ -103,7 +103,7 @@ def emulated_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[st
         if t.name in envs:
             lines.append(f"    Horovod rank {t.horovod_rank}: " + " ".join(f"{k}={v}" for k, v in envs[t.name].items()))
         lines.append(f"    command: {shlex.join(netns_exec.command(host_ns, command_for(t), hostname=t.host))}")
-    if plan.traits.ranks:
+    if plan.ranked_tasks:
         lines.append(f"Horovod's rendezvous server runs in {switch} at {bridge}:{PORT}; no horovodrun")
     return lines
 
@@ -150,7 +150,7 @@ def _slurm_nodes(config: RunConfig, plan: ClusterPlan) -> List[str]:
 def slurm_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
     """cluster.launchers.slurm: the sbatch script, or the srun steps inside an allocation."""
     exports = {}
-    if plan.traits.ranks:
+    if plan.ranked_tasks:
         exports[slurm_horovod.RENDEZVOUS_ENV] = f"{slurm_horovod.rendezvous_address()}:{PORT}"
     lines = _slurm_ranks(config, plan)
     if inside_allocation():
@@ -175,10 +175,10 @@ def _slurm_ranks(config: RunConfig, plan: ClusterPlan) -> List[str]:
     """Which task each Slurm rank becomes, and on which node."""
     cpus = steps.cpus_per_task(config)
     per_node = steps.tasks_per_node(config, plan)
-    if plan.traits.ranks:
+    if plan.ranked_tasks:
         return [f"{t.name}: Slurm rank {t.horovod_rank} = Horovod rank {t.horovod_rank}, task "
                 f"{t.horovod_rank % per_node} of node {t.horovod_rank // per_node}, {cpus} CPU(s)"
-                for t in sorted(plan.tasks, key=lambda t: t.horovod_rank)] + [
+                for t in plan.ranked_tasks] + [
             f"every rank runs `python -m tfbench.task --task slurm` and meets the others at Horovod's rendezvous, "
             f"served by this tfbench process at {slurm_horovod.rendezvous_address()}:{PORT} (no horovodrun, no ssh)"]
     ordered = sorted(plan.tasks, key=lambda t: (t.role, t.index))  # SlurmClusterResolver: jobs in sorted order

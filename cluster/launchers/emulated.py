@@ -2,7 +2,7 @@
 
 setup() removes the namespaces of dead runs, claims a run key, builds the hosts, switch and
 links (cluster.net.links), gives the plan's hosts h0, h1, ... their addresses (TF_CONFIG follows),
-measures the rate the links really carry, and for Horovod starts Horovod's Gloo rendezvous
+measures the rate the links really carry, and for launcher ranks starts Horovod's Gloo rendezvous
 inside the switch namespace (cluster.horovod.gloo). Every task then runs inside its host's
 namespace (cluster.net.netns_exec), so its gRPC servers are reachable from the run's namespaces
 only. cleanup() stops the rendezvous and the delay line (a delayed network's), and removes
@@ -44,7 +44,7 @@ class EmulatedLauncher(Launcher):
         self.running = links.build(self.net)
         plan = with_hosts(plan, {name: host.address for name, host in zip(names, self.net.hosts)})
         self.facts["link"] = link_facts.facts(self.net, self.config.link_bandwidth)
-        if plan.traits.ranks:
+        if plan.ranked_tasks:
             self.rendezvous = netns_exec.run_in(self.net.switch, lambda: horovod_gloo.start_rendezvous(plan))
         self.run.write_json(NETWORK_FILE, {**self.facts["link"], **self.net.to_dict()})
         return plan
@@ -54,10 +54,12 @@ class EmulatedLauncher(Launcher):
         return netns_exec.command(host.netns, command, hostname=host.address)
 
     def units(self, plan: ClusterPlan) -> List[Unit]:
-        if not plan.traits.ranks:
+        """A process per task, in its host's namespace; a launcher rank with its rendezvous environment."""
+        if not plan.ranked_tasks:
             return super().units(plan)
         envs = horovod_gloo.rank_envs(plan, self.net.bridge_address, self.rendezvous.port, links.HOST_IFACE)
-        return [self.task_unit(spec, envs[spec.horovod_rank]) for spec in plan.tasks]
+        return [self.task_unit(spec, envs[spec.horovod_rank] if spec.horovod_rank >= 0 else None)
+                for spec in plan.tasks]
 
     def cleanup(self) -> None:
         if self.rendezvous is not None:

@@ -2,8 +2,8 @@
 
 Ports come from portpicker; one that something else holds is replaced before a start, and a
 task that fails to bind its port restarts the cluster with a fresh one (cluster.launchers.supervise
-decides when). Horovod plans run as one horovodrun process whose ranks report progress under
-the ranks' task names (--horovod_elastic: horovodrun's elastic driver, each rank on a loopback
+decides when). A plan's launcher ranks run as one horovodrun process whose ranks report progress
+under the ranks' task names (--horovod_elastic: horovodrun's elastic driver, each rank on a loopback
 address of its own, cluster.horovod.elastic). Multi-task runs start inside a private network
 namespace with only a loopback interface (cluster.net.private_net): their gRPC servers are
 unreachable from elsewhere.
@@ -109,18 +109,21 @@ class LocalLauncher(Launcher):
         return spec if spec.port and is_local(spec.host) else None
 
     def units(self, plan: ClusterPlan) -> List[Unit]:
-        if not plan.traits.ranks:
+        """A process per task; the launcher ranks together as one horovodrun."""
+        ranked = plan.ranked_tasks
+        if not ranked:
             return super().units(plan)
         env: Dict[str, str] = {}
-        for spec in plan.tasks:
+        for spec in ranked:
             env.update(spec.full_env())
         if self.elastic:
             env[horovod_elastic.HOSTS_ENV] = ",".join(self.elastic_hosts)
-        cores = tuple(sorted({c for spec in plan.tasks for c in spec.cores}))
+        cores = tuple(sorted({c for spec in ranked for c in spec.cores}))
         command = self.group_command(plan)
         command = netns_exec.command(self.namespace, command) if self.namespace else command
-        return [Unit(HOROVOD_GROUP, tuple(command), unit_env(self.run, HOROVOD_GROUP, env, "horovod"),
-                     self.run.task_log(HOROVOD_GROUP), cores)]
+        return [self.task_unit(spec) for spec in plan.tasks if spec not in ranked] + [
+            Unit(HOROVOD_GROUP, tuple(command), unit_env(self.run, HOROVOD_GROUP, env, "horovod"),
+                 self.run.task_log(HOROVOD_GROUP), cores)]
 
     def free_ports(self, plan: ClusterPlan, message: Callable[[str], None]) -> ClusterPlan:
         """The plan with every local port that something else holds replaced."""

@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import Callable, Dict, List, Optional
 
-from cluster import preflight
+from cluster.launchers import preflight
 from cluster.plan.spec import ClusterPlan
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
@@ -86,7 +86,7 @@ def plan(config: RunConfig) -> ClusterPlan:
 
 def check_machine(config: RunConfig, dry_run: bool = False) -> List[str]:
     """Everything this machine must have for the run (ConfigError), and warnings for a dry run."""
-    if config.traits.ranks:
+    if config.traits.launcher_ranks:  # they meet at Horovod's rendezvous
         preflight.check_horovod()
     if config.horovod_elastic:
         preflight.check_elastic_root()

@@ -33,7 +33,7 @@ def _tf_config_resolver(plan: ClusterPlan):
 
 
 def _from_slurm(plan: ClusterPlan) -> TaskSpec:
-    if plan.traits.ranks:  # ranks, not a TensorFlow cluster
+    if plan.ranked_tasks:  # ranks: the Slurm rank is the launcher's rank
         from cluster.slurm.horovod import rank_task
 
         return rank_task(plan, task_cpus())

@@ -54,7 +54,7 @@ class SlurmLauncher(Launcher):
     def setup(self, plan: ClusterPlan) -> ClusterPlan:
         self.notes = list(plan.notes)  # what was checked of the nodes' cores (cluster.slurm.nodes)
         self.task_names = [t.name for t in plan.tasks]
-        if plan.traits.ranks:  # ranks meet at Horovod's rendezvous, served from here
+        if plan.ranked_tasks:  # ranks meet at Horovod's rendezvous, served from here
             self.rendezvous = horovod_gloo.start_rendezvous(plan)
             self.exports[slurm_horovod.RENDEZVOUS_ENV] = f"{self.rendezvous_host()}:{self.rendezvous.port}"
         if self.inside:

@@ -21,8 +21,7 @@ import psutil
 from cluster.faults.injector import FaultInjector
 from cluster.faults.straggler import OnceReady
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
-from cluster.plan.spec import ClusterPlan
-from cluster.run_setup import write_plan
+from cluster.plan.spec import ClusterPlan, write_plan
 from cluster.supervision import teardown
 from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor
 from cluster.supervision.signals import CaughtSignals, signal_name
@@ -228,6 +227,9 @@ class _Attempt:
             self.faults.tick(self.progress, self._fault_target)
             self.faults.watch_recovery()
         ending = self._exits()
+        if ending is not None and self.faults is not None:
+            self._read_progress(now)
+            self.faults.watch_recovery()  # a rank that rejoined since the last poll, seen in its last record
         if ending is None and self.deadline is not None and now >= self.deadline:
             ending = Ending("failed", None, f"deadline of {self.config.deadline:g} s reached")
         return ending or self._stall(now)
@@ -356,7 +358,7 @@ class _Attempt:
         raise KeyError(name)
 
     def _show(self, now: float) -> None:
-        codes = {name: self._exit_code(name) for name in (t.name for t in self.plan.tasks)}
+        codes = {t.name: self._process_of(t.name).popen.returncode for t in self.plan.tasks}
         parts = [describe(name, self._shown_progress(name), code) for name, code in codes.items()]
         self.status.update(now - self.started_at, parts)
         if not self.ready and all_ready([self.progress.get(n) for n in self.measuring],
@@ -369,9 +371,6 @@ class _Attempt:
         """A measuring task that has not reported yet is starting; other tasks are just running."""
         record = self.progress.get(name)
         return record or ({"phase": "starting"} if name in self.measuring else None)
-
-    def _exit_code(self, name: str) -> Optional[int]:
-        return self._process_of(name).popen.returncode
 
     # -- stopping
     def _teardown(self, grace: float) -> None:

@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 
 from cluster.net import delay_line, netns, taps
 from tfbench.config.choices import TBF_MAX_BPS
-from tfbench.perfmodel.terms import FRAME, FRAME_PAYLOAD
+from tfbench.perfmodel.dense.terms import FRAME, FRAME_PAYLOAD
 
 BRIDGE = "br0"
 HOST_IFACE = "eth0"

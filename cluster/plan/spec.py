@@ -26,7 +26,7 @@ class TaskSpec:
     env: Dict[str, str] = dataclasses.field(default_factory=dict)
     service: bool = False  # serves until stopped (parameter-server strategy's ps and workers)
     measures: bool = True  # runs timed steps and reports progress
-    horovod_rank: int = -1  # >= 0 for Horovod ranks
+    horovod_rank: int = -1  # >= 0 for a launcher's rank (Horovod)
     shares_cores_with: Tuple[str, ...] = ()  # other tasks pinned to any of this task's cores
 
     @property
@@ -81,8 +81,14 @@ class ClusterPlan:
 
     @property
     def traits(self) -> Traits:
-        """What the plan's strategy is (tfbench.config.strategy_traits): e.g. whether its tasks are ranks."""
+        """What the plan's strategy does (tfbench.config.strategy_traits): e.g. whether a coordinator drives."""
         return strategy_traits.of(self.strategy)
+
+    @property
+    def ranked_tasks(self) -> Tuple[TaskSpec, ...]:
+        """The tasks that are launcher ranks (horovodrun, or Horovod's rendezvous), in rank order;
+        the plan's other tasks start one process each."""
+        return tuple(sorted((t for t in self.tasks if t.horovod_rank >= 0), key=lambda t: t.horovod_rank))
 
     @property
     def workers(self) -> Tuple[TaskSpec, ...]:
@@ -100,6 +106,7 @@ class ClusterPlan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ClusterPlan":
+        """A plan read back from plan.json (write_plan)."""
         return cls(
             strategy=d["strategy"],
             tasks=tuple(TaskSpec.from_dict(t) for t in d["tasks"]),
@@ -108,3 +115,11 @@ class ClusterPlan:
             warnings=tuple(d.get("warnings", ())),
             notes=tuple(d.get("notes", ())),
         )
+
+
+def write_plan(run, plan: ClusterPlan) -> None:
+    """plan.json in the run directory `run` (a RunDir), what every task reads its role, host, port
+    and cores from: written only when the run is prepared (tfbench.app.run_setup) and again by
+    supervision before tasks start on a changed plan (a launcher's addresses, ports replaced after a
+    bind failure)."""
+    run.write_json("plan.json", plan.to_dict())

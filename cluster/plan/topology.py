@@ -1,12 +1,14 @@
 """Topology -> ClusterPlan: which processes a strategy needs, where they run, and their TF_CONFIG.
 
-The strategy's traits (tfbench.config.strategy_traits) say how its processes are laid out, and
-each layout has one builder here:
-- one task (default, mirrored): one worker process;
-- peers (multi_worker_mirrored): N workers; worker 0 is the chief (TF_CONFIG has no "chief" job);
-- coordinator (parameter_server): a coordinator ("chief"), N workers and K ps served by
-  tf.distribute.Server; each ps on a worker's host (collocated) or on a host of its own (separate);
-- ranks (horovod): N ranks with a host:slots list for horovodrun instead of TF_CONFIG.
+The plan is composed from what the strategy's traits (tfbench.config.strategy_traits) say it does:
+- one process: one worker;
+- variables on ps tasks (ps_tasks): K ps, each on a worker's host (collocated) or on a host of its
+  own (separate), serving until stopped;
+- a coordinator driving the steps (coordinated): a "chief" task, and workers that serve;
+- tasks meeting by TF_CONFIG role (tf_roles): a port per task and every task's TF_CONFIG (with
+  peers only, worker 0 is the chief: TF_CONFIG has no "chief" job);
+- workers that are launcher ranks (launcher_ranks): a rank each, and a host:slots list for
+  horovodrun or Horovod's rendezvous; with tf_roles too they hold TF_CONFIG beside the ps.
 Tasks go round-robin over --hosts. On this machine workers get disjoint cores; a ps and the
 coordinator get a core of their own when one is spare, else share the workers' cores, and
 every task's spec names the tasks it shares cores with. With --device=gpu each compute task
@@ -23,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from cluster.plan import cores as cores_lib
 from cluster.plan.ports import PortAllocator, is_local
 from cluster.plan.spec import ClusterPlan, TaskSpec
-from tfbench.config import RunConfig, strategy_traits
+from tfbench.config import RunConfig
 from tfbench.config.kinds import kind_of
 
 GPU_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"  # TensorFlow's switch for allocating GPU memory on demand
@@ -76,10 +78,10 @@ class _Layout:
 
 def make_plan(config: RunConfig, cores: Optional[Sequence[int]] = None,
               ports: Optional[PortAllocator] = None) -> ClusterPlan:
-    """The run's processes, as the strategy's traits lay them out (one builder per layout)."""
+    """The run's processes, as the strategy's traits say they are laid out (module docstring)."""
     layout = _layout(config, tuple(cores) if cores is not None else cores_lib.available_cores(),
                      ports or PortAllocator(config.base_port))
-    return _BUILDERS[config.traits.processes](layout)
+    return _compose(layout) if config.traits.multi_task else _one_task(layout)
 
 
 def _layout(config: RunConfig, cores: tuple, ports: PortAllocator) -> _Layout:
@@ -88,7 +90,7 @@ def _layout(config: RunConfig, cores: tuple, ports: PortAllocator) -> _Layout:
     hosts = emulated_hosts(config) if emulated else list(config.hosts)
     local = (lambda host: True) if emulated else is_local
     worker_hosts = [hosts[i % len(hosts)] for i in range(n)]
-    if traits.ranks:  # horovodrun numbers ranks host by host (-H a:2,b:1)
+    if traits.launcher_ranks:  # horovodrun numbers ranks host by host (-H a:2,b:1)
         worker_hosts = sorted(worker_hosts, key=hosts.index)
     separate_hosts = hosts[n:] if len(hosts) > n else []
     ps_hosts = [worker_hosts[j % n] if config.ps_placement == "collocated" else
@@ -97,7 +99,7 @@ def _layout(config: RunConfig, cores: tuple, ports: PortAllocator) -> _Layout:
     local_workers = [i for i, h in enumerate(worker_hosts) if local(h)]
     per_worker = config.cores_per_worker * max(1, config.effective_num_local_devices)
     # a ps and the coordinator get a core of their own when the machine has one to spare
-    reserve = [1] * sum(1 for h in ps_hosts if local(h)) + ([1] if traits.has_ps and local(hosts[0]) else [])
+    reserve = [1] * sum(1 for h in ps_hosts if local(h)) + ([1] if traits.coordinated and local(hosts[0]) else [])
     groups, spare, enough = cores_lib.split_with_reserve(cores, max(1, len(local_workers)), per_worker, reserve)
     warnings: List[str] = []
     if not enough and local_workers:  # tasks on other machines take none of these cores
@@ -108,49 +110,35 @@ def _layout(config: RunConfig, cores: tuple, ports: PortAllocator) -> _Layout:
 
 
 def _one_task(lay: _Layout) -> ClusterPlan:
-    """default / mirrored: one worker process."""
+    """One process: one worker."""
     return _finish(ClusterPlan(lay.config.strategy, (lay.worker(0),), warnings=tuple(lay.warnings)))
 
 
-def _ranks(lay: _Layout) -> ClusterPlan:
-    """Horovod: N ranks with a host:slots list for horovodrun instead of TF_CONFIG."""
-    tasks = tuple(lay.worker(i, rank=i) for i in range(lay.config.num_workers))
-    slots: Dict[str, int] = {}
-    for h in lay.worker_hosts:
-        slots[h] = slots.get(h, 0) + 1
-    return _finish(ClusterPlan(lay.config.strategy, tasks, horovod_hosts=",".join(f"{h}:{s}" for h, s in slots.items()),
-                               warnings=tuple(lay.warnings)))
-
-
-def _peers(lay: _Layout) -> ClusterPlan:
-    """MultiWorkerMirrored: N workers in TF_CONFIG; worker 0 is the chief."""
-    tasks = tuple(lay.worker(i, port=lay.ports.port_for(lay.worker_hosts[i])) for i in range(lay.config.num_workers))
-    return _with_tf_config(_finish(ClusterPlan(lay.config.strategy, tasks, warnings=tuple(lay.warnings))))
-
-
-def _coordinator(lay: _Layout) -> ClusterPlan:
-    """Parameter servers: ps first, so that a spare core goes to a ps before the coordinator."""
-    config, hosts = lay.config, lay.hosts
-    if config.ps_placement == "separate" and not lay.separate_hosts and len(hosts) > 1:
+def _compose(lay: _Layout) -> ClusterPlan:
+    """Several tasks: ps first, so that a spare core goes to a ps before the coordinator, then the
+    coordinator, then the workers (ranks, TF_CONFIG peers or a coordinator's servers)."""
+    config, hosts, traits = lay.config, lay.hosts, lay.config.traits
+    if traits.ps_tasks and config.ps_placement == "separate" and not lay.separate_hosts and len(hosts) > 1:
         lay.warnings.append("--ps_placement=separate with no host left over: ps share the workers' hosts")
     no_gpu = _hidden_gpus(config)
     ps = [lay.task("ps", j, host, lay.light_cores(host), port=lay.ports.port_for(host), service=True,
                    measures=False, env=no_gpu) for j, host in enumerate(lay.ps_hosts)]
-    chief = lay.task("chief", 0, hosts[0], lay.light_cores(hosts[0]), port=lay.ports.port_for(hosts[0]), env=no_gpu)
-    workers = [lay.worker(i, port=lay.ports.port_for(lay.worker_hosts[i]), service=True, measures=True)
-               for i in range(config.num_workers)]
-    plan = _finish(ClusterPlan(config.strategy, tuple([chief] + workers + ps), warnings=tuple(lay.warnings)))
+    chief = ([lay.task("chief", 0, hosts[0], lay.light_cores(hosts[0]), port=lay.ports.port_for(hosts[0]),
+                       env=no_gpu)] if traits.coordinated else [])
+    ranks = traits.launcher_ranks
+    workers = [lay.worker(i, port=lay.ports.port_for(lay.worker_hosts[i]) if traits.tf_roles else 0,
+                          rank=i if ranks else -1, service=traits.coordinated) for i in range(config.num_workers)]
+    slots: Dict[str, int] = {}
+    for h in lay.worker_hosts if ranks else ():
+        slots[h] = slots.get(h, 0) + 1
+    plan = _finish(ClusterPlan(config.strategy, tuple(chief + workers + ps),
+                               horovod_hosts=",".join(f"{h}:{s}" for h, s in slots.items()),
+                               warnings=tuple(lay.warnings)))
     shared_ps = [t.name for t in plan.tasks if t.role == "ps" and t.shares_cores_with]
     if shared_ps:
         plan = dataclasses.replace(plan, warnings=plan.warnings + (
             f"no spare core for {', '.join(shared_ps)}: it shares the workers' cores (recorded per task)",))
-    return _with_tf_config(plan)
-
-
-_BUILDERS: Dict[str, Callable[[_Layout], ClusterPlan]] = {
-    strategy_traits.ONE: _one_task, strategy_traits.RANKS: _ranks, strategy_traits.PEERS: _peers,
-    strategy_traits.COORDINATOR: _coordinator}
-assert set(_BUILDERS) == set(strategy_traits.PROCESSES), "every layout of processes needs its builder"
+    return _with_tf_config(plan) if traits.tf_roles else plan
 
 
 def _finish(plan: ClusterPlan) -> ClusterPlan:

@@ -31,7 +31,7 @@ def block_hosts(num_ranks: int, nodes: int) -> str:
 
 
 def with_block_hosts(plan: ClusterPlan, nodes: int) -> ClusterPlan:
-    return dataclasses.replace(plan, horovod_hosts=block_hosts(len(plan.tasks), nodes))
+    return dataclasses.replace(plan, horovod_hosts=block_hosts(len(plan.ranked_tasks), nodes))
 
 
 def rendezvous_address() -> str:

@@ -34,7 +34,7 @@ HOSTFILE = "tasks/slurm.hosts"
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    ranks: Tuple[str, ...]  # task names in the resolver's rank order
+    order: Tuple[str, ...]  # task names in the resolver's rank order
     nodes: Tuple[int, ...]  # node index of each rank, never decreasing
 
     @property
@@ -47,15 +47,15 @@ class Layout:
         return max(self.nodes.count(n) for n in range(self.num_nodes)) if self.nodes else 1
 
     def tasks_on(self, node: int) -> List[str]:
-        return [name for name, n in zip(self.ranks, self.nodes) if n == node]
+        return [name for name, n in zip(self.order, self.nodes) if n == node]
 
 
 def rank_order(plan: ClusterPlan) -> Tuple[str, ...]:
     """Task names in the order SlurmClusterResolver gives ranks to them: jobs sorted by name,
-    tasks by index (Horovod: by rank)."""
-    if plan.traits.ranks:
-        return tuple(t.name for t in sorted(plan.tasks, key=lambda t: t.horovod_rank))
-    return tuple(t.name for t in sorted(plan.tasks, key=lambda t: (t.role, t.index)))
+    tasks by index (launcher ranks: by rank, first)."""
+    ranked = plan.ranked_tasks
+    return tuple(t.name for t in ranked) + tuple(
+        t.name for t in sorted(plan.tasks, key=lambda t: (t.role, t.index)) if t not in ranked)
 
 
 def blocks(count: int, nodes: int, first: int = 0) -> List[int]:
@@ -65,23 +65,25 @@ def blocks(count: int, nodes: int, first: int = 0) -> List[int]:
 
 
 def of(config: RunConfig, plan: ClusterPlan) -> Layout:
-    ranks = rank_order(plan)
+    order = rank_order(plan)
     nodes = config.effective_slurm_nodes
-    workers = [n for n in ranks if n.startswith("worker_")]
-    if not plan.traits.has_ps:
-        return Layout(ranks, tuple(blocks(len(workers), nodes)))
-    k = sum(1 for n in ranks if n.startswith("ps_"))
-    if config.ps_placement == "separate" and nodes >= k + 2:
-        light = [0] + [1 + j for j in range(k)]
-        return Layout(ranks, tuple(light + blocks(len(workers), nodes - k - 1, first=k + 1)))
+    workers = [n for n in order if n.startswith("worker_")]
+    light = len(order) - len(workers)  # a coordinator and the ps, first in the resolver's order
+    if not light:
+        return Layout(order, tuple(blocks(len(workers), nodes)))
+    k = sum(1 for n in order if n.startswith("ps_"))
+    coordinator = light - k
+    if config.ps_placement == "separate" and nodes >= light + 1:
+        own = [0] * coordinator + [coordinator + j for j in range(k)]
+        return Layout(order, tuple(own + blocks(len(workers), nodes - light, first=light)))
     if config.ps_placement == "separate" and nodes >= 2:
-        return Layout(ranks, tuple([0] * (k + 1) + blocks(len(workers), nodes - 1, first=1)))
-    return Layout(ranks, tuple([0] * (k + 1) + blocks(len(workers), nodes)))
+        return Layout(order, tuple([0] * light + blocks(len(workers), nodes - 1, first=1)))
+    return Layout(order, tuple([0] * light + blocks(len(workers), nodes)))
 
 
 def warning(config: RunConfig, layout: Layout) -> str:
     """Why --ps_placement=separate could not give the ps a node of its own, or ''."""
-    if not config.traits.has_ps or config.ps_placement != "separate" or layout.num_nodes > 1:
+    if not config.traits.ps_tasks or config.ps_placement != "separate" or layout.num_nodes > 1:
         return ""
     return "--ps_placement=separate on one Slurm node: the ps share it with the workers (raise --slurm_nodes)"
 
@@ -92,7 +94,7 @@ def hostfile_lines(run: RunDir, layout: Layout) -> List[str]:
     path = shlex.quote(run.file(HOSTFILE))
     names = " ".join(f'"${{nodes[{n}]}}"' for n in layout.nodes)
     return ['nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST" | LC_ALL=C sort))',
-            f"printf '%s\\n' {names} > {path}  # one line per rank: {', '.join(layout.ranks)}",
+            f"printf '%s\\n' {names} > {path}  # one line per rank: {', '.join(layout.order)}",
             f"export SLURM_HOSTFILE={path}"]
 
 

@@ -56,7 +56,6 @@ import subprocess
 from typing import Dict, List, Optional, Tuple
 
 import portpicker
-import psutil
 
 from cluster.net import links, netns, netns_exec, root_link
 from cluster.slurm import conf, daemons
@@ -176,20 +175,6 @@ class NodeSlurm:
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
-
-    def kill_node(self, name: str, everything: bool = False) -> List[int]:
-        """SIGKILL the node's slurmd (its steps go on running, as they do when a real slurmd dies);
-        with everything=True every process of the node, as if the host were lost. Returns the pids."""
-        slurmd = self.daemons[f"slurmd-{name}"]
-        procs = netns.processes_in(self.node(name).netns) if everything else [psutil.Process(slurmd.pid)]
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=5)
-        slurmd.poll()
-        return [p.pid for p in procs]
 
     def stop(self) -> List[str]:
         """Cancels every job, deletes the login link, removes the namespaces (which kills slurmd and

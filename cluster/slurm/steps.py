@@ -34,7 +34,7 @@ def plan_for(config: RunConfig) -> ClusterPlan:
     Horovod ranks in equal blocks per node (cluster.slurm.horovod). Emulated nodes are Slurm's
     to place tasks on, so the plan is made as for any Slurm run."""
     plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,), network="local", link_bandwidth="", link_latency=0.0))
-    if plan.traits.ranks:
+    if plan.ranked_tasks:
         from cluster.slurm.horovod import with_block_hosts
 
         plan = with_block_hosts(plan, num_nodes(config, plan))

@@ -20,7 +20,9 @@ PS_PLACEMENTS = ("collocated", "separate")
 ALL_REDUCE = ("auto", "ring", "nccl")
 LAUNCHERS = ("local", "slurm")
 NETWORKS = ("local", "emulated")
-COMPUTE = ("real", "emulated")  # --compute: the forward and backward run, or a wait of their measured length
+# --compute: the forward and backward pass run, or a wait of their measured length (tfbench.loop.emulated)
+REAL_COMPUTE, EMULATED_COMPUTE = "real", "emulated"
+COMPUTE = (REAL_COMPUTE, EMULATED_COMPUTE)
 # Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
 # and today's data-centre Ethernet, for the performance model's predictions (tools.model).
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,
@@ -44,7 +46,7 @@ def is_this_machine(host: str) -> bool:
 def effective_num_ps(strategy: str, num_ps: int) -> int:
     """Parameter servers a run really has: 0 asks for one; strategies without ps have none."""
     traits = strategy_traits.get(strategy)
-    return (num_ps or 1) if traits.has_ps else 0
+    return (num_ps or 1) if traits.ps_tasks else 0
 
 
 def link_rate_bps(value: str) -> int:

@@ -25,9 +25,8 @@ def need(ok: bool, message: str) -> None:
 def task_names(c, traits) -> list:
     """The tasks of the run's plan a flag may name."""
     tasks = [f"worker_{i}" for i in range(c.num_workers)]
-    if traits.has_ps:
-        tasks += ["chief_0"] + [f"ps_{i}" for i in range(c.effective_num_ps)]
-    return tasks
+    tasks += ["chief_0"] if traits.coordinated else []
+    return tasks + [f"ps_{i}" for i in range(c.effective_num_ps if traits.ps_tasks else 0)]
 
 
 def check_straggler(c, kind, traits) -> None:
@@ -39,7 +38,7 @@ def check_straggler(c, kind, traits) -> None:
     need(1.0 < c.straggler_slowdown <= 100.0, f"--straggler slowdown must be above 1 and at most 100, got "
                                               f"{c.straggler_slowdown:g}")
     need(not kind.refusal("straggler"), kind.refusal("straggler"))
-    need(not (traits.ranks and kind.ranks_in_one_group),
+    need(not (traits.launcher_ranks and kind.ranks_in_one_group),
          f"--straggler with --strategy={c.strategy} needs --network=emulated: locally horovodrun starts every rank "
          "as one process group")
 
@@ -80,8 +79,8 @@ def check_staleness_bound(c, traits) -> None:
     if c.ps_staleness_bound == -1:
         return
     need(c.ps_staleness_bound >= 0, f"--ps_staleness_bound must be -1 (unbounded) or 0 or more, got {c.ps_staleness_bound}")
-    need(traits.has_ps, f"--ps_staleness_bound applies to --strategy="
-                        f"{' or '.join(strategy_traits.names(lambda t: t.has_ps))} only")
+    need(traits.coordinated, f"--ps_staleness_bound applies to --strategy="
+                             f"{' or '.join(strategy_traits.names(lambda t: t.coordinated))} only")
     need(not c.ps_sync, "--ps_staleness_bound bounds asynchronous updates; it does not combine with --ps_sync")
     need(c.mode == "train", "--ps_staleness_bound applies to --mode=train only: forward passes make no updates")
 
@@ -113,7 +112,7 @@ def check_compute(c, kind) -> None:
     need(c.compute in COMPUTE, f"--compute={c.compute!r} is unknown; choose {' or '.join(COMPUTE)}")
     need(math.isfinite(c.compute_ms) and c.compute_ms >= 0,
          f"--compute_ms must be 0 (measured) or positive milliseconds, got {c.compute_ms:g}")
-    if c.compute == "real":
+    if not c.emulated_compute:
         need(c.compute_ms == 0, "--compute_ms applies to --compute=emulated only")
         return
     need(not c.xla, "--compute=emulated waits in a tf.data op, which XLA cannot compile: leave out --xla")

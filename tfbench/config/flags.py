@@ -1,21 +1,21 @@
-"""Every command-line flag of tfbench, in one place, grouped by purpose, with help text.
+"""Every command-line flag of tfbench, grouped by purpose, with help text: here the flags of every
+run, and after "What runs" each workload kind's own group, as the kind declares it
+(tfbench.workloads.arguments: one --help group per kind, read through the registry).
 
-Defaults come from RunConfig, so a flag and its config field cannot disagree. The groups are
-what `--help` prints (tfbench.config.helptext) and what README's flag reference is generated from
-(`python -m tfbench.usage --markdown`). Flags are declared with absl but parsed by tfbench's own
-parser (cli.parse_flags) so that a bad value ends with one line and exit code 2.
+Defaults come from RunConfig (its fields, and the kinds' declarations for their arguments), so a
+flag and its config value cannot disagree. The groups are what `--help` prints
+(tfbench.config.helptext) and what README's flag reference is generated from (`python -m
+tfbench.usage --markdown`). Flags are declared with absl but parsed by tfbench's own parser
+(tfbench.app.cli.parse_flags) so that a bad value ends with one line and exit code 2.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Tuple
 
 from absl import flags
 
 import tfbench.config as config_lib
-from tfbench.models import MODELS, OWN_MODELS
-from tfbench.workloads.recommender import RECOMMENDERS
-from tfbench.workloads.tokens import PRESETS as TRANSFORMERS
+from tfbench import workloads
 
 # Presets tbf can shape (fdr_ib, 56 Gbit/s, is refused: leave the rate empty for unshaped links).
 _SHAPED_PRESETS = [name for name, bps in config_lib.LINK_PRESETS.items() if bps <= config_lib.TBF_MAX_BPS]
@@ -26,55 +26,16 @@ _DEFAULTS = config_lib.RunConfig()
 # (title, ((kind, name, help), ...)): kind is an absl DEFINE_<kind>; the default is RunConfig's.
 GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("What runs", (
-        ("string", "model", f"Workload: an image model ({', '.join(OWN_MODELS)}), "
-                            f"a tf_keras.applications model by its snake-case name "
-                            f"({', '.join(n for n in MODELS if n not in OWN_MODELS)}), a recommender "
-                            f"({', '.join(RECOMMENDERS)}; embedding tables), a transformer "
-                            f"({', '.join(TRANSFORMERS)}; counted in tokens), or your own model as "
-                            f"package.module:function (README: Your own model)."),
+        ("string", "model", workloads.model_help()),
         ("string", "mode", "train (forward+backward+SGD update) or forward (inference only)."),
         ("integer", "batch_size", "Batch size per replica; global batch = this x replicas."),
-        ("integer", "image_size", "Side of the square images the model sees (after cropping)."),
-        ("integer", "source_image_size", "Side of the synthetic images before cropping; 0: image_size x 300/224."),
-        ("integer", "num_classes", "Number of classes."),
-        ("string", "data_format", "NHWC or NCHW (NCHW needs a GPU)."),
         ("integer", "num_warmup_steps", "Steps run before timing starts (never timed)."),
         ("integer", "num_steps", "Measured steps."),
         ("float", "learning_rate", "SGD learning rate."),
-        ("integer", "num_layers", "Transformers: encoder layers (0: the preset's)."),
-        ("integer", "hidden_size", "Transformers: hidden size (0: the preset's; a multiple of --num_heads)."),
-        ("integer", "num_heads", "Transformers: attention heads (0: the preset's)."),
-        ("integer", "seq_length", "Transformers: tokens per sequence (0: the preset's, 128)."),
-        ("integer", "vocab_size", "Transformers: vocabulary (0: the preset's, BERT's 30522)."),
-        ("string", "transformer_loss", "Transformers: masked_lm (15% of the tokens masked, cross-entropy over the "
-                                       "vocabulary there) or classification (one class of --num_classes per "
-                                       "sequence); '': masked_lm."),
         ("integer", "seed", "Seed for weights and synthetic data."),
         ("boolean", "xla", "Compile the step with XLA (jit_compile)."),
     )),
-    ("Recommender (--model=dlrm, dlrm_criteo)", (
-        ("integer", "embedding_tables", "dlrm: embedding tables T, one per categorical feature."),
-        ("integer", "embedding_rows", "dlrm: rows R of every table."),
-        ("integer", "embedding_dim", "Dimensions D of every row (and of the bottom MLP's output)."),
-        ("integer", "ids_per_feature", "Ids h per categorical feature and example (multi-hot; their rows are summed)."),
-        ("float", "zipf_alpha", "Ids drawn from a Zipf law of this exponent over a table's rows, the first rows "
-                                "the hottest (0: uniform)."),
-        ("integer", "dense_features", "Dense input features of the bottom MLP."),
-        ("float", "embedding_scale", "dlrm_criteo: every Criteo Kaggle table's rows times this (1: 33.8 M rows, "
-                                     "2.2 GB at dimension 16)."),
-    )),
-    ("Data and convergence", (
-        ("string", "dataset", "synthetic (ImageNet-like noise, no accuracy) or digits (scikit-learn's handwritten "
-                              "digits, shipped in the package; 20% held out for evaluation)."),
-        ("integer", "eval_every", "Real data: evaluate held-out accuracy every this many steps (0: 10 times a run)."),
-        ("float", "target_accuracy", "Real data: record the training time to this held-out accuracy (0: none)."),
-        ("string", "data_dir", "Image workloads: a directory of TFRecord shards (train-*) of JPEG images in "
-                               "ImageNet's layout (image/encoded, image/class/label; python -m tools.data writes "
-                               "one), decoded, cropped, flipped and batched by tf.data inside every step; '': "
-                               "synthetic images made before timing."),
-        ("integer", "input_threads", "--data_dir: threads of each task's input pipeline (its thread pool, parallel "
-                                     "map and interleave); 0: one per core of the task that reads."),
-    )),
+    *((arguments.title, arguments.entries()) for arguments in workloads.ARGUMENTS),
     ("Distribution", (
         ("string", "strategy", f"One of {', '.join(config_lib.STRATEGIES)}."),
         ("integer", "num_workers", "Worker tasks (Horovod: ranks)."),
@@ -120,6 +81,8 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
          "Cores given to each local worker, mirrored: to each local device (0: all cores split evenly)."),
         ("integer", "num_intra_threads", "Intra-op threads per task; 0: its cores."),
         ("integer", "num_inter_threads", "Inter-op threads per task; 0: auto."),
+        ("integer", "input_threads", "--data_dir: threads of each task's input pipeline (its thread pool, parallel "
+                                     "map and interleave); 0: one per core of the task that reads."),
     )),
     ("Placement", (
         ("string", "placement", "hard: explicit device scopes, soft placement off; soft: TensorFlow may move ops."),
@@ -196,20 +159,21 @@ COMMAND_GROUP = ("Command", (
 COMMAND_DEFAULTS = {"dry_run": False, "tune": False, "tune_budget": 900.0, "tune_store": ""}
 
 
-def flag_names(groups=GROUPS):
-    return [name for _, entries in groups for _, name, _ in entries]
-
-
 def define_flags() -> None:
     """Defines the RunConfig flags once (cluster.by_hand and tools reuse them)."""
     if "model" in FLAGS:
         return
     for _, entries in GROUPS:
-        for kind, name, text in entries:
-            default = getattr(_DEFAULTS, name)
-            if isinstance(default, tuple):
-                default = list(default)
-            getattr(flags, f"DEFINE_{kind}")(name, default, text)
+        define(entries)
+
+
+def define(entries) -> None:
+    """absl flags of (kind, name, help) entries, each with RunConfig's default."""
+    for kind, name, text in entries:
+        default = getattr(_DEFAULTS, name)
+        if isinstance(default, tuple):
+            default = list(default)
+        getattr(flags, f"DEFINE_{kind}")(name, default, text)
 
 
 def define_command_flags() -> None:
@@ -222,15 +186,15 @@ def define_command_flags() -> None:
 def config_from_flags() -> config_lib.RunConfig:
     """The RunConfig the parsed flags describe (not yet validated)."""
     values = {}
-    for field in dataclasses.fields(config_lib.RunConfig):
-        if field.name not in FLAGS:
+    for name in config_lib.RunConfig.names():
+        if name not in FLAGS:
             continue
-        value = FLAGS[field.name].value
-        if field.name == "hosts":
+        value = FLAGS[name].value
+        if name == "hosts":
             value = tuple(h.strip() for h in value)
-        elif field.name == "profile_steps":
+        elif name == "profile_steps":
             value = tuple(_int_list("profile_steps", value))
-        values[field.name] = value
+        values[name] = value
     return config_lib.RunConfig(**values)
 
 

@@ -1,23 +1,28 @@
-"""RunConfig: every setting of a run in one frozen value (validated by tfbench.config.validate)."""
+"""RunConfig: every setting of a run in one frozen value (validated by tfbench.config.validate).
+
+Its fields are what every run has. The arguments a workload kind alone reads (--image_size,
+--embedding_rows, --seq_length, ...) are declared by that kind (tfbench.workloads.arguments) and
+held in `args`; they read as attributes all the same (config.embedding_rows), are given as
+keywords (RunConfig(embedding_rows=1000), replace(embedding_rows=1000)) and sit flat beside the
+fields in config.json (to_dict, from_dict), so that a new one is one line of its kind's declaration.
+"""
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+from typing import Any, Tuple
 
+from tfbench import workloads
 from tfbench.config import choices, strategy_traits
+from tfbench.workloads.arguments import Values
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class RunConfig:
     """One benchmark run. `batch_size` is per replica, as in tf_cnn_benchmarks."""
 
     model: str = "resnet50"
     mode: str = "train"
     batch_size: int = 32
-    image_size: int = 224
-    source_image_size: int = 0  # 0: image_size * 300 / 224, the ImageNet-like 300 -> 224 crop
-    num_classes: int = 1000
-    data_format: str = "NHWC"
     num_warmup_steps: int = 5
     num_steps: int = 10
     learning_rate: float = 0.1
@@ -29,14 +34,6 @@ class RunConfig:
     xla: bool = False
     seed: int = 0
     display_every: int = 10
-    # Recommender workloads (--model=dlrm, dlrm_criteo: tfbench.workloads.recommender).
-    embedding_tables: int = 8  # dlrm: T tables
-    embedding_rows: int = 100000  # dlrm: R rows per table
-    embedding_dim: int = 16  # D dims per row
-    ids_per_feature: int = 1  # h ids per categorical feature and example (multi-hot, summed)
-    zipf_alpha: float = 1.0  # ids drawn from Zipf(alpha) over a table's rows; 0: uniform
-    dense_features: int = 13  # dense inputs of the bottom MLP
-    embedding_scale: float = 0.25  # dlrm_criteo: Criteo Kaggle's rows x this
     # Distribution.
     strategy: str = "default"
     num_workers: int = 1
@@ -53,7 +50,7 @@ class RunConfig:
     num_local_devices: int = 0  # mirrored/default on CPU: split the CPU into this many devices
     mwms_bytes_per_pack: int = 0  # multi_worker_mirrored: CommunicationOptions.bytes_per_pack; 0: one pack
     mwms_timeout: float = 0.0  # multi_worker_mirrored: CommunicationOptions.timeout_seconds; 0: none
-    horovod_compression: str = "none"  # none, fp16 or bf16 gradients on the wire (tfbench.config.knobs)
+    horovod_compression: str = "none"  # none or fp16 gradients on the wire (tfbench.config.knobs)
     horovod_fusion_threshold_mb: int = -1  # HOROVOD_FUSION_THRESHOLD in MiB; -1: Horovod's default; 0: no fusion
     horovod_cycle_time_ms: float = -1.0  # HOROVOD_CYCLE_TIME; -1: Horovod's default
     horovod_autotune: bool = False  # HOROVOD_AUTOTUNE, its log in the run's tasks/ directory
@@ -85,24 +82,40 @@ class RunConfig:
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.framework.precision)
     compute: str = "real"  # real, or emulated: each worker's forward and backward a wait (tfbench.loop.emulated)
-    compute_ms: float = 0.0  # emulated: the wait per worker step; 0: measured by a real run (cluster.compute_time)
+    compute_ms: float = 0.0  # emulated: the wait per worker step; 0: measured by a real run (tfbench.app.compute_time)
     straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.faults.straggler)
     fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.config.faults)
     checkpoint_every: int = 0  # multi_worker_mirrored: save every K steps; a killed worker restarts all from it
-    ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: stale-synchronous (strategies.ssp)
-    # Data and convergence.
-    dataset: str = "synthetic"  # or a real dataset of tfbench.data.datasets, evaluated on its held-out part
-    eval_every: int = 0  # real data: held-out evaluation every this many steps; 0: 10 per run
-    target_accuracy: float = 0.0  # real data: record the time to this held-out accuracy; 0: none
-    data_dir: str = ""  # TFRecord shards of JPEG images (ImageNet's layout), read by tf.data (tfbench.data.records)
+    ps_staleness_bound: int = -1  # parameter_server async: -1 unbounded; s: bounded (strategies.parameter_server.rounds)
     input_threads: int = 0  # --data_dir: threads of a task's input pipeline; 0: the task's cores
-    # Transformer workloads (tfbench.workloads.tokens): 0 or "": the preset's (--model=bert_tiny, bert_base).
-    num_layers: int = 0
-    hidden_size: int = 0
-    num_heads: int = 0
-    seq_length: int = 0
-    vocab_size: int = 0
-    transformer_loss: str = ""  # masked_lm or classification
+    # The workload kinds' own arguments (tfbench.workloads.ARGUMENTS), by name.
+    args: Values = Values.of(workloads.ARGUMENTS)
+
+    def __init__(self, **values: Any) -> None:
+        """Fields and workload arguments, as keywords; TypeError for a name that is neither."""
+        given = values.pop("args", None)
+        arguments = {name: values.pop(name) for name in list(values) if name in _ARGUMENT_NAMES}
+        unknown = set(values) - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"RunConfig got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        for field in dataclasses.fields(self):
+            if field.name != "args":
+                object.__setattr__(self, field.name, values.get(field.name, field.default))
+        object.__setattr__(self, "args", Values.of(workloads.ARGUMENTS, {**(given.as_dict() if given else {}),
+                                                                         **arguments}))
+
+    def __getattr__(self, name: str) -> Any:
+        """A workload argument (config.embedding_rows); called only for a name that is no field."""
+        args = self.__dict__.get("args")
+        if not name.startswith("__") and args is not None and name in args:
+            return args[name]
+        raise AttributeError(f"RunConfig has no field or workload argument {name!r}")
+
+    @classmethod
+    def names(cls) -> Tuple[str, ...]:
+        """Every setting by name, as config.json and results.csv hold them: the fields, then the
+        workload kinds' arguments in their registry's order."""
+        return _FIELD_NAMES_ORDERED + _ARGUMENT_NAMES
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -126,6 +139,11 @@ class RunConfig:
     @property
     def effective_source_image_size(self) -> int:
         return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
+
+    @property
+    def emulated_compute(self) -> bool:
+        """--compute=emulated: each worker's forward and backward pass is a wait (tfbench.loop.emulated)."""
+        return self.compute == choices.EMULATED_COMPUTE
 
     @property
     def straggler_task(self) -> str:
@@ -158,7 +176,8 @@ class RunConfig:
         if self.slurm_nodes:
             return self.slurm_nodes
         separate = self.effective_num_ps > 0 and self.ps_placement == "separate"
-        return self.num_workers + (self.effective_num_ps + 1 if separate else 0)
+        coordinator = 1 if strategy_traits.get(self.strategy).coordinated else 0
+        return self.num_workers + (self.effective_num_ps + coordinator if separate else 0)
 
     @property
     def link_rate_bps(self) -> int:
@@ -176,14 +195,15 @@ class RunConfig:
         return self.num_warmup_steps + self.num_steps
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
+        """Every setting flat by name (names()): config.json."""
+        d = {name: getattr(self, name) for name in self.names()}
         d["hosts"] = list(self.hosts)
         d["profile_steps"] = list(self.profile_steps)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = set(cls.names())
         d = {k: v for k, v in d.items() if k in known}
         for key in ("hosts", "profile_steps"):
             if key in d:
@@ -192,3 +212,8 @@ class RunConfig:
 
     def replace(self, **changes) -> "RunConfig":
         return dataclasses.replace(self, **changes)
+
+
+_FIELD_NAMES_ORDERED = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "args")
+_FIELD_NAMES = frozenset(_FIELD_NAMES_ORDERED)
+_ARGUMENT_NAMES = tuple(a.name for group in workloads.ARGUMENTS for a in group.args)

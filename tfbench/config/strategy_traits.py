@@ -1,10 +1,24 @@
 """Every distribution strategy tfbench runs, and what the rest of tfbench asks of it: one table.
 
-A strategy is one `Traits` row here and one adapter module in strategies/. The flag's choices,
-the adapter registry (strategies.create), the plan (cluster.plan.topology builds the processes
-its `processes` names), validation, launchers, dry runs and reports read a strategy's traits
-instead of comparing its name; tests/test_strategy_traits.py fails on a new comparison outside
-this table, the adapters and the performance model.
+A strategy is one `Traits` row here and one adapter module in strategies/. Its row says what the
+strategy does, never which one it is, on three axes the plans, launchers, memory rule, dry runs,
+records and reports read (docs/architecture.md, "Strategies"):
+
+- where its variables live (`variables`): REPLICATED on every worker, ON_PS (every variable on
+  parameter-server tasks), or SPLIT_BY_KIND (embedding tables on parameter-server tasks, every
+  other variable replicated on the workers);
+- how its tasks meet (`meet`, one or more): ONE_PROCESS (nothing to meet), TF_ROLES (tasks named
+  by role and index in a TF_CONFIG cluster), LAUNCHER_RANKS (workers numbered by a launcher, that
+  meet at Horovod's rendezvous: horovodrun, or tfbench's Gloo placement); a strategy whose
+  ranks also join a TF cluster holding its ps tasks meets both ways;
+- who drives the steps (`driver`): EACH_WORKER runs its own step loop, or a COORDINATOR task
+  schedules them on workers that run servers.
+
+The flag's choices, the adapter registry (strategies.create, strategies.serve), the plan
+(cluster.plan.topology composes the tasks from these axes), validation, launchers, dry runs and
+reports read the traits instead of comparing the name; tests/test_strategy_traits.py fails on a
+new comparison outside this table, the adapters and the performance model, and on a trait that
+names one strategy instead of saying what it does.
 """
 from __future__ import annotations
 
@@ -16,12 +30,22 @@ from tfbench.config.errors import ConfigError
 
 MIB = 1 << 20
 
-# How a strategy's processes are laid out (cluster.plan.topology has one builder for each):
-ONE = "one"  # a single task (its replicas, if any, are local devices)
-PEERS = "peers"  # N workers in a TF_CONFIG cluster, worker 0 the chief
-COORDINATOR = "coordinator"  # a coordinator ("chief"), N workers and K parameter servers, in TF_CONFIG
-RANKS = "ranks"  # N Horovod ranks (horovodrun, or Horovod's rendezvous), no TF_CONFIG
-PROCESSES = (ONE, PEERS, COORDINATOR, RANKS)
+# Where a strategy's variables live (Traits.variables)
+REPLICATED = "replicated"  # every worker holds every variable (one task: it alone)
+ON_PS = "on_ps"  # every variable on parameter-server tasks; workers pull what a step needs
+SPLIT_BY_KIND = "split_by_kind"  # embedding tables on parameter-server tasks, every other variable replicated
+VARIABLES = (REPLICATED, ON_PS, SPLIT_BY_KIND)
+
+# How its tasks meet (Traits.meet: one or more)
+ONE_PROCESS = "one_process"  # a single task: nothing to meet (its replicas, if any, are local devices)
+TF_ROLES = "tf_roles"  # tasks named by role and index in a TF_CONFIG cluster (TensorFlow's resolvers)
+LAUNCHER_RANKS = "launcher_ranks"  # workers are ranks a launcher numbers; they meet at Horovod's rendezvous
+MEETINGS = (ONE_PROCESS, TF_ROLES, LAUNCHER_RANKS)
+
+# Who drives the steps (Traits.driver)
+EACH_WORKER = "each_worker"  # every worker runs its own step loop
+COORDINATOR = "coordinator"  # a coordinator task ("chief") schedules every step on workers that run servers
+DRIVERS = (EACH_WORKER, COORDINATOR)
 
 
 def _always(config) -> bool:
@@ -43,8 +67,11 @@ class Knob:
 class Traits:
     name: str  # the --strategy value
     adapter: str  # "module:Class" of its strategies.base.StrategyAdapter
-    processes: str  # one of PROCESSES
     label: str  # short name in reports' legends and tables
+    variables: str = REPLICATED  # one of VARIABLES
+    meet: Tuple[str, ...] = (ONE_PROCESS,)  # of MEETINGS
+    driver: str = EACH_WORKER  # one of DRIVERS
+    serves: str = ""  # "module:function" its service tasks run (ps tasks, a coordinator's workers)
     local_devices: bool = False  # splits its one task over --num_local_devices devices
     checkpoints: bool = False  # --checkpoint_every: a killed task restarts the cluster from a checkpoint
     elastic: bool = False  # --horovod_elastic: ranks may leave and rejoin
@@ -54,38 +81,56 @@ class Traits:
     # launch kind -> why the strategy cannot run there
     not_on: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
+    # What the rest of tfbench asks, each a function of the three axes above only.
     @property
     def multi_task(self) -> bool:
         """It runs several tasks that talk to each other (stragglers, faults, private networks)."""
-        return self.processes != ONE
+        return ONE_PROCESS not in self.meet
 
     @property
-    def has_ps(self) -> bool:
-        """Parameter servers hold the variables and a coordinator schedules the steps."""
-        return self.processes == COORDINATOR
+    def ps_tasks(self) -> bool:
+        """Its embedding tables (at least) live on --num_ps parameter-server tasks, servers of their
+        own: a worker holds only the rows a step touches."""
+        return self.variables in (ON_PS, SPLIT_BY_KIND)
 
     @property
-    def ranks(self) -> bool:
-        """Its processes are Horovod ranks that meet at Horovod's rendezvous, not a TF_CONFIG cluster."""
-        return self.processes == RANKS
+    def dense_replicated(self) -> bool:
+        """Every worker holds its own copy of the variables that are not embedding tables."""
+        return self.variables in (REPLICATED, SPLIT_BY_KIND)
+
+    @property
+    def coordinated(self) -> bool:
+        """A coordinator task schedules the steps; the workers run servers and no loop of their own."""
+        return self.driver == COORDINATOR
+
+    @property
+    def tf_roles(self) -> bool:
+        """Its tasks find each other by role in a TF_CONFIG cluster."""
+        return TF_ROLES in self.meet
+
+    @property
+    def launcher_ranks(self) -> bool:
+        """Its workers are ranks a launcher numbers, meeting at Horovod's rendezvous (Horovod installed)."""
+        return LAUNCHER_RANKS in self.meet
 
     def num_tasks(self, num_workers: int, num_ps: int) -> int:
-        """Processes of a run: the workers, and a coordinator and the ps where there are ps."""
-        return num_workers + (1 + num_ps if self.has_ps else 0)
+        """Processes of a run: the workers, a coordinator when one drives, the ps when variables live there."""
+        return num_workers + (1 if self.coordinated else 0) + (num_ps if self.ps_tasks else 0)
 
 
 _PS_PAIR = lambda c: c.effective_num_ps > 1  # noqa: E731 - partitioners and placers need two ps or more
 
 TRAITS: Dict[str, Traits] = {t.name: t for t in (
-    Traits("default", "strategies.default:DefaultAdapter", ONE, "single device"),
-    Traits("mirrored", "strategies.mirrored:MirroredAdapter", ONE, "Mirrored", local_devices=True),
-    Traits("multi_worker_mirrored", "strategies.multi_worker_mirrored:MultiWorkerMirroredAdapter", PEERS, "MWMS",
-           checkpoints=True, all_reduce=True,
+    Traits("default", "strategies.default:DefaultAdapter", "single device"),
+    Traits("mirrored", "strategies.mirrored:MirroredAdapter", "Mirrored", local_devices=True),
+    Traits("multi_worker_mirrored", "strategies.multi_worker_mirrored:MultiWorkerMirroredAdapter", "MWMS",
+           meet=(TF_ROLES,), checkpoints=True, all_reduce=True,
            knobs=(Knob("all_reduce", "auto: TensorFlow picks the collective implementation"),
                   Knob("mwms_bytes_per_pack", "0: every gradient in one pack, one all-reduce per step"),
                   Knob("mwms_timeout", "0: collectives never time out")),
            tune_grid=types.MappingProxyType({"mwms_bytes_per_pack": (0, 4 * MIB, 32 * MIB)})),
-    Traits("parameter_server", "strategies.parameter_server.coordinator:ParameterServerAdapter", COORDINATOR, "PS",
+    Traits("parameter_server", "strategies.parameter_server.coordinator:ParameterServerAdapter", "PS",
+           variables=ON_PS, meet=(TF_ROLES,), driver=COORDINATOR, serves="strategies.parameter_server.server:serve",
            checkpoints=True,
            knobs=(Knob("ps_partitioner", "min_size: variables above --ps_min_shard_bytes split over the ps",
                        tunable=_PS_PAIR),
@@ -95,7 +140,8 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
                        tunable=_PS_PAIR)),
            tune_grid=types.MappingProxyType({"ps_partitioner": ("min_size", "none", "fixed"),
                                              "ps_placer": ("round_robin", "greedy")})),
-    Traits("horovod", "strategies.horovod:HorovodAdapter", RANKS, "Horovod", elastic=True, all_reduce=True,
+    Traits("horovod", "strategies.horovod:HorovodAdapter", "Horovod", meet=(LAUNCHER_RANKS,), elastic=True,
+           all_reduce=True,
            knobs=(Knob("horovod_fusion_threshold_mb", "-1: Horovod's default fusion buffer (128 MiB)"),
                   Knob("horovod_cycle_time_ms", "-1: Horovod's default cycle time (1 ms)"),
                   Knob("horovod_compression", "none: gradients all-reduced in their own precision"),
@@ -107,7 +153,18 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
                                                         "--strategy=horovod use an MPIJob"})),
 )}
 STRATEGIES = tuple(TRAITS)
-assert all(t.processes in PROCESSES for t in TRAITS.values())
+
+
+def well_formed(t: Traits) -> bool:
+    """Each axis holds values of its vocabulary; one process meets no one and has no servers; ps
+    tasks and a coordinator are reached in a TF_CONFIG cluster and run the row's server function."""
+    servers = t.ps_tasks or t.coordinated
+    return (t.variables in VARIABLES and t.driver in DRIVERS and bool(t.meet) and set(t.meet) <= set(MEETINGS)
+            and (t.meet == (ONE_PROCESS,) or ONE_PROCESS not in t.meet)
+            and (not servers or t.tf_roles) and bool(t.serves) == servers)
+
+
+assert all(well_formed(t) for t in TRAITS.values())
 
 
 def of(name: str) -> Traits:
@@ -121,7 +178,7 @@ def of(name: str) -> Traits:
 def get(name) -> Traits:
     """The traits of `name`; a name tfbench does not know (a report of a foreign run) has none: one
     task, no parameter servers, no local devices, no knobs."""
-    return TRAITS.get(name) or Traits(str(name), "", ONE, str(name))
+    return TRAITS.get(name) or Traits(str(name), "", str(name))
 
 
 def label(name: str) -> str:

@@ -132,10 +132,12 @@ def _check_strategy(c: RunConfig, traits) -> None:
     if not traits.multi_task:
         need(c.num_workers == 1, f"--strategy={c.strategy} runs one task; use "
              f"{' or '.join(strategy_traits.names(lambda t: t.multi_task))} for --num_workers={c.num_workers}")
-    if not traits.has_ps:
-        ps = " or ".join(strategy_traits.names(lambda t: t.has_ps))
-        need(c.num_ps == 0, f"--num_ps applies to --strategy={ps} only")
-        need(not c.ps_sync, f"--ps_sync applies to --strategy={ps} only")
+    if not traits.ps_tasks:
+        need(c.num_ps == 0, f"--num_ps applies to --strategy={' or '.join(strategy_traits.names(lambda t: t.ps_tasks))}"
+                            f" only")
+    if not traits.coordinated:
+        need(not c.ps_sync, f"--ps_sync applies to --strategy="
+                            f"{' or '.join(strategy_traits.names(lambda t: t.coordinated))} only")
     need(not c.ps_sync or c.mode == "train",
          "--ps_sync applies to --mode=train only: forward passes make no updates to synchronise")
     knobs.check(c)
@@ -218,7 +220,7 @@ def _check_launch(c: RunConfig, kind: Kind, traits) -> None:
         value = getattr(c, name)
         _need(not value or bool(re.match(r"^[A-Za-z0-9._-]+$", value)),
               f"--{name}={value!r} must be letters, digits, '.', '_' or '-'")
-    _need(not traits.ranks or c.num_workers % nodes == 0,
+    _need(not traits.launcher_ranks or c.num_workers % nodes == 0,
           f"--strategy={c.strategy} on Slurm places ranks in equal blocks: --num_workers={c.num_workers} "
           f"must be a multiple of --slurm_nodes={c.slurm_nodes}")
 

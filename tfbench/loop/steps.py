@@ -59,7 +59,7 @@ def shaped(config, model, optimizer, features, labels, global_batch_size: int, *
     which compiles the step whole and has no timestamp inside it, 0.0 (no mark). A timestamp
     delays nothing."""
     no_mark = tf.constant(0.0, tf.float64)
-    emulate = config.compute == "emulated"
+    emulate = config.emulated_compute
     if config.mode == "forward":
         value = emulated.loss(config, model, features) if emulate else forward(model, features)
         value = value / forward_scale if forward_scale != 1 else tf.identity(value)

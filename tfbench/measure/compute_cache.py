@@ -1,6 +1,6 @@
 """The compute of one worker step measured on this machine, for --compute=emulated --compute_ms=0:
 cached per machine (tfbench.measure.machine's key) and setting, as the peaks are, so that a sweep
-measures it once (cluster.compute_time measures it).
+measures it once (tfbench.app.compute_time measures it).
 
 A setting is what decides a worker's forward and backward pass: the model's graph (the
 workload's key), every flag the workload reads, mode, batch per replica, precision and the cores
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from tfbench.config.choices import EMULATED_COMPUTE
 from tfbench.measure import json_cache, machine
 
 CACHE_ENV = "TFBENCH_COMPUTE_CACHE"  # overrides the cache file (tests)
@@ -50,12 +51,12 @@ def store(config, cores: int, entry: dict) -> str:
 def record(config, cores: int) -> dict:
     """What a run's records say of its compute: real, or emulated with the wait and where it came
     from (the cached measurement it equals, else given)."""
-    if config.compute != "emulated":
+    if not config.emulated_compute:
         return {"mode": "real"}
     entry = load(config, cores)
     measured = entry is not None and abs(entry["ms"] - config.compute_ms) < 1e-9
     source = (f"measured on this machine by a real run of the same setting ({entry['measured_at']}, tfbench "
               f"{entry.get('tfbench_commit') or 'unknown'}: median of {entry['steps']} steps, p10-p90 "
               f"{entry['p10_ms']:.1f}-{entry['p90_ms']:.1f} ms), cached" if measured else "given (--compute_ms)")
-    return {"mode": "emulated", "ms_per_worker_step": config.compute_ms, "source": source,
+    return {"mode": EMULATED_COMPUTE, "ms_per_worker_step": config.compute_ms, "source": source,
             "setting": setting(config, cores)}

@@ -21,7 +21,7 @@ class GlobalStep:
     index: int
     start: float
     end: float
-    ranks: int
+    rank_count: int  # ranks that took part in it
     examples: int
 
     @property

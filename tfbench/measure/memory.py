@@ -6,8 +6,8 @@ task the launcher would start on this machine:
 
 - the TensorFlow runtime of one process (RUNTIME_BYTES; a tiny-model task peaks near it here);
 - weights: every task that builds the model holds |w| (the PS coordinator and workers read the
-  ps' copy but keep their own gradients, |w| again); a ps holds its share of |w| and the
-  optimizer's share;
+  ps' copy but keep their own gradients, |w| again); a ps holds its share of what lives on the
+  ps (|w|, or the embedding tables when the strategy replicates the rest) and the optimizer's share;
 - activations: train keeps every float output of the forward pass for the backward pass (the
   floats of one example's forward graph x examples per step; their gradients are transient);
   forward needs about the largest op's input, output and workspace (3 x its output x examples).
@@ -118,10 +118,11 @@ def _write_cache(key: str, value: dict) -> None:
 def task_bytes(role: str, config, model: Dict[str, int], examples_per_step: int) -> int:
     """Estimated peak bytes of one task (see the module docstring)."""
     weights = 4 * model["params"]
-    if role == "ps":
-        return RUNTIME_BYTES + 2 * weights // max(1, config.effective_num_ps)
     tables = config.workload.replicated_bytes(config)  # embedding tables: sparse gradients, the touched rows only
-    if config.traits.has_ps:  # a parameter server's tables stay on the ps: a worker holds the rows it touches
+    if role == "ps":  # what lives there: every variable, or (dense layers replicated) the tables
+        held = tables if config.traits.dense_replicated else weights
+        return RUNTIME_BYTES + 2 * held // max(1, config.effective_num_ps)
+    if config.traits.ps_tasks:  # tables on ps stay there: a worker holds the rows it touches
         weights -= tables
         tables = 0
     if config.mode == "train":
@@ -134,7 +135,7 @@ def estimate(config, roles: Iterable[str], model: Dict[str, int]) -> Dict[str, i
     """{'total', 'largest_task', 'tasks'}: bytes of the tasks with these roles on this machine."""
     local = max(1, config.num_local_devices) if not config.traits.multi_task else 1
     examples = config.batch_size * local
-    sizes = [task_bytes(role, config, model, 0 if role == "chief" and config.traits.has_ps
+    sizes = [task_bytes(role, config, model, 0 if role == "chief" and config.traits.coordinated
                         else examples) for role in roles]
     return {"total": sum(sizes), "largest_task": max(sizes, default=0), "tasks": len(sizes)}
 
@@ -176,7 +177,7 @@ def check(config, roles, available: Optional[int] = None, model: Optional[Dict[s
         model = model or counts(config)
     est = estimate(config, roles, model)
     replicated = config.workload.replicated_bytes(config)
-    if est["total"] > have and replicated and not config.traits.has_ps:
+    if est["total"] > have and replicated and not config.traits.ps_tasks:
         raise ConfigError(replicated_refusal(config, replicated, est, have))
     if est["total"] > have:
         per_example = 4 * model["activation_floats"] if config.mode == "train" else 3 * 4 * model["largest_floats"]
@@ -194,7 +195,7 @@ def replicated_refusal(config, replicated: int, est: Dict[str, int], have: int) 
     """Why a strategy that replicates the embedding tables on every worker cannot run, and which can."""
     from tfbench.config import strategy_traits
 
-    sharding = " or ".join(strategy_traits.names(lambda t: t.has_ps))
+    sharding = " or ".join(strategy_traits.names(lambda t: t.ps_tasks))
     ps_needed = -(-2 * replicated // max(1, have - RUNTIME_BYTES))  # tables and their gradients, per ps
     return (f"--strategy={config.strategy} replicates {config.model}'s {replicated / GB:.1f} GB of embedding tables "
             f"on every worker: its {est['tasks']} task(s) need about {est['total'] / GB:.1f} GB and this machine has "

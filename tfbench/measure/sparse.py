@@ -25,7 +25,7 @@ def wire(facts: Dict, traits, sparse_as_dense: bool) -> Optional[Dict]:
         return None
     row, n = facts["row_bytes"], len(per_shard)
     mean_rows = sum(per_shard) / n
-    if traits.has_ps:
+    if traits.ps_tasks:
         per_worker = 2 * mean_rows * row + mean_rows * INDEX_BYTES
         return {"rule": "parameter server: each worker pulls and pushes the rows its batch touches",
                 "per_worker_step_bytes": per_worker, "ps_hosts_bytes_per_global_step": per_worker * n}

@@ -1,6 +1,6 @@
 """A model's variables as a parameter-server strategy sees them: name, shape, bytes per element
 and trainable, in the order they are created (the order ParameterServerStrategy places them in,
-tfbench.perfmodel.shards).
+tfbench.perfmodel.dense.shards).
 
 Counted by building the model under tf.variable_creator_scope, which sees every variable the
 model creates, non-trainable ones (moving statistics) included, in creation order. Building a

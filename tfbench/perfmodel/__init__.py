@@ -1,18 +1,15 @@
 """tfbench's analytic performance model: predicts step time, images/sec, scaling efficiency and
-the bottleneck of clusters larger than tfbench can run on one box.
+the bottleneck of clusters larger than tfbench can run on one box. Its rooms:
 
-equations   every equation of the model (Hockney links; PS sync/async, ring, tree)
-prediction  one point per worker count: the step's parts, rate, efficiency, bottleneck
-whatif      derived answers: w*, ps shards needed, bandwidth where PS matches ring all-reduce
-links       named link classes with a stated alpha; a measured link overrides
-params      the parameters file that `fit` writes and `predict` reads
-intervals   an interval on a prediction, made from samples, and its coverage on held-out points
-spread      the bootstrap over tfbench runs that gives a fit's predictions their intervals
-clusterspread  beta's range on measured scaling curves, the point rule, what would narrow them
-measured    the protocol shares tfbench measured, for predictions with no fit
-synthetic   runs made by the model itself, where the intervals' calibration can be checked
-cost        cost and energy per unit of work, and the cheapest setting reaching a rate
-render      the table, CSV and JSON that `python -m tools.model` prints
+dense      the step of a data-parallel cluster in equations (dense/: equations, terms, sync_step,
+           shards, prediction, whatif, links)
+sparse     what a recommender's embedding tables cost a step (sparse/: laws, recommender)
+fitting    the model fitted on tfbench's runs, and the intervals of its predictions (fitting/)
+curves     the model fitted on measured scaling curves of other clusters (curves/; data/ their tables)
+protocols  the model's own terms for tfbench's strategies: the one place that translates them
+intervals  an interval on a prediction, made from samples, and its coverage on held-out points
+cost       cost and energy per unit of work, and the cheapest setting reaching a rate
+render     the table, CSV and JSON that `python -m tools.model` prints
 
 Only the standard library, numpy and scipy are imported here (no TensorFlow, nothing else of
 tfbench), so predictions stay cheap and any tool may use them.

@@ -35,9 +35,6 @@ class RunDir:
     def task_log(self, task_name: str) -> str:
         return os.path.join(self.tasks_dir, f"{task_name}.log")
 
-    def task_progress(self, task_name: str) -> str:
-        return os.path.join(self.tasks_dir, f"{task_name}.progress")
-
     @property
     def tb_dir(self) -> str:
         return self.file("tb")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from tfbench.config import knobs
+from tfbench.config.choices import EMULATED_COMPUTE
 from tfbench.measure import breakdown, comm, sparse
 from tfbench.results import records
 
@@ -33,8 +34,9 @@ def render(config, cluster: dict, tasks: List[dict]) -> str:
     workload, unit = config.workload, records.unit_of(cluster)
     lines = [
         f"tfbench {config.model} {config.mode}  strategy={config.strategy}  workers={config.num_workers}"
-        + (f"  ps={config.effective_num_ps} ({config.ps_placement}, {'sync' if config.ps_sync else 'async'})"
-           if config.traits.has_ps else "")
+        + (f"  ps={config.effective_num_ps} ({config.ps_placement}"
+           + (f", {'sync' if config.ps_sync else 'async'})" if config.traits.coordinated else ")")
+           if config.traits.ps_tasks else "")
         + f"  placement={config.placement}  device={config.device}",
         f"batch/replica={config.batch_size}  replicas={replicas}  global batch={config.batch_size * replicas}  "
         f"{workload.describe(config)}  warm-up={config.num_warmup_steps}  measured={config.num_steps}",
@@ -223,7 +225,7 @@ def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:
     from tfbench.measure import flops, startup
 
     compute = cluster.get("compute") or {}
-    if compute.get("mode") == "emulated":  # no FLOP was computed: the step waited instead
+    if compute.get("mode") == EMULATED_COMPUTE:  # no FLOP was computed: the step waited instead
         lines = [f"compute: emulated, a wait of {compute['ms_per_worker_step']:.1f} ms per worker step in place of the "
                  f"forward and backward pass, {compute['source']}; no FLOP/s"]
     else:

@@ -1,23 +1,40 @@
-"""Workloads, one registry: what a step consumes, the unit it counts, its loss, its model and its
-batches (tfbench.workloads.base.Workload), registered in one place the way launch kinds and
-strategies are (tfbench.config.kinds, tfbench.config.strategy_traits).
+"""Workloads, one registry: what --model names, by kind. A kind (tfbench.workloads.base.WorkloadKind)
+is one module that declares its workloads (what a step consumes, the unit it counts, its loss,
+its model and its batches: tfbench.workloads.base.Workload) and the arguments only it reads
+(tfbench.workloads.arguments), and one line of KINDS below, the way launch kinds and strategies
+are registered (tfbench.config.kinds, tfbench.config.strategy_traits).
 
-Every image model of tfbench.models is an image workload under its own name; the transformer
-presets are token workloads (tfbench.workloads.tokens); `package.module:function` is the user's
-own model (tfbench.workloads.user). `of(name)` is the one lookup of what --model names.
+Image models (tfbench's own CNNs and every tf_keras.applications model: one ModelSpec line each
+in tfbench.workloads.images), recommenders (tfbench.workloads.recommender), transformer presets
+(tfbench.workloads.tokens) and the user's own model as `package.module:function`
+(tfbench.workloads.user). `of(name)` is the one lookup of what --model names.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
-from tfbench.models import MODELS
-from tfbench.workloads import user
-from tfbench.workloads.base import UNITS, Workload, WorkloadError  # noqa: F401
-from tfbench.workloads.images import ImageWorkload, image_workloads  # noqa: F401
-from tfbench.workloads.recommender import RECOMMENDERS, RecommenderWorkload  # noqa: F401
-from tfbench.workloads.tokens import TransformerWorkload, transformer_workloads  # noqa: F401
+from tfbench.workloads import images, recommender, tokens, user
+from tfbench.workloads.arguments import Arguments
+from tfbench.workloads.base import UNITS, Workload, WorkloadError, WorkloadKind  # noqa: F401
+from tfbench.workloads.images import ImageWorkload  # noqa: F401
+from tfbench.workloads.recommender import RecommenderWorkload  # noqa: F401
+from tfbench.workloads.tokens import TransformerWorkload  # noqa: F401
 
-WORKLOADS: Dict[str, Workload] = {**image_workloads(MODELS), **RECOMMENDERS, **transformer_workloads()}
+KINDS: Tuple[WorkloadKind, ...] = (
+    images.KIND,
+    recommender.KIND,
+    tokens.KIND,
+    user.KIND,
+)
+WORKLOADS: Dict[str, Workload] = {name: w for kind in KINDS for name, w in kind.workloads.items()}
+ARGUMENTS: Tuple[Arguments, ...] = tuple(kind.arguments for kind in KINDS if kind.arguments.args)
+assert len({a.name for group in ARGUMENTS for a in group.args}) == sum(len(g.args) for g in ARGUMENTS), \
+    "an argument declared by two kinds"
+
+
+def model_help() -> str:
+    """--model's help: every kind's words for what it names."""
+    return f"Workload: {', '.join(kind.model_help for kind in KINDS)}."
 
 
 def of(name: str) -> Workload:

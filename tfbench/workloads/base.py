@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Dict, Optional, Tuple
+import types
+from typing import Dict, Mapping, Optional, Tuple
+
+from tfbench.workloads.arguments import Arguments
 
 UNITS = ("images", "examples", "tokens")  # what a workload's throughput counts
 
@@ -40,7 +43,7 @@ class Workload(abc.ABC):
     def reads(self) -> Tuple[str, ...]:
         """Every flag only some workloads read that this one reads: its own, and --data_dir where it
         reads files."""
-        return self.own_flags + (("data_dir",) if self.reads_files else ())
+        return tuple(dict.fromkeys(self.own_flags + (("data_dir",) if self.reads_files else ())))
 
     # ---- what a run's config asks of it --------------------------------------------------
     def check(self, config) -> None:
@@ -129,3 +132,15 @@ class Workload(abc.ABC):
         """Bytes of variables that strategies replicating the model hold on every worker and a
         parameter server shards (embedding tables); 0 when nothing is that large."""
         return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadKind:
+    """One kind of workload as tfbench.workloads.KINDS registers it (one line there): the words
+    --model's help gives it, the arguments only it reads (their own --help group) and the workloads
+    --model names of it."""
+
+    name: str  # as records name it (Workload.kind)
+    model_help: str  # its part of --model's help
+    arguments: Arguments = Arguments("")
+    workloads: Mapping[str, Workload] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))

@@ -22,13 +22,25 @@ import dataclasses
 import functools
 from typing import Dict, Optional, Sequence, Tuple
 
-from tfbench.workloads.base import Workload, need
+from tfbench.workloads.arguments import Arg, Arguments
+from tfbench.workloads.base import Workload, WorkloadKind, need
 
 # Rows of the 26 categorical features of Criteo's Kaggle set (facebookresearch/dlrm's day of counts).
 CRITEO_KAGGLE_ROWS = (1461, 584, 10131227, 2202608, 306, 24, 12518, 634, 4, 93146, 5684, 8351593, 3195, 28, 14993,
                       5461306, 11, 5653, 2173, 4, 7046547, 18, 16, 286181, 105, 142572)
-FLAGS = ("embedding_tables", "embedding_rows", "embedding_dim", "ids_per_feature", "zipf_alpha", "dense_features",
-         "embedding_scale")
+# The flags only recommenders read: a new one is one line here (read as config.<name>), its range in check().
+ARGUMENTS = Arguments("Recommender (--model=dlrm, dlrm_criteo)", (
+    Arg("integer", "embedding_tables", 8, "dlrm: embedding tables T, one per categorical feature."),
+    Arg("integer", "embedding_rows", 100000, "dlrm: rows R of every table."),
+    Arg("integer", "embedding_dim", 16, "Dimensions D of every row (and of the bottom MLP's output)."),
+    Arg("integer", "ids_per_feature", 1, "Ids h per categorical feature and example (multi-hot; their rows are summed)."),
+    Arg("float", "zipf_alpha", 1.0, "Ids drawn from a Zipf law of this exponent over a table's rows, the first rows "
+                                     "the hottest (0: uniform)."),
+    Arg("integer", "dense_features", 13, "Dense input features of the bottom MLP."),
+    Arg("float", "embedding_scale", 0.25, "dlrm_criteo: every Criteo Kaggle table's rows times this (1: 33.8 M rows, "
+                                          "2.2 GB at dimension 16)."),
+))
+FLAGS = ARGUMENTS.names
 CLICK_RATE = 0.25  # share of positive labels (Criteo's Kaggle set: about 26%)
 MAX_TABLES = 1024
 
@@ -207,10 +219,12 @@ def shard_arrays(table_rows: Sequence[int], dense_features: int, ids_per_feature
     return np.stack(dense), np.stack(ids), np.stack(labels)
 
 
-RECOMMENDERS = {w.name: w for w in (
+RECOMMENDERS: Dict[str, RecommenderWorkload] = {w.name: w for w in (
     RecommenderWorkload("dlrm", "DLRM-like recommender: T tables of R rows x D dims, Zipf ids, small MLPs",
                         own_flags=tuple(f for f in FLAGS if f != "embedding_scale")),
     RecommenderWorkload("dlrm_criteo", "DLRM on Criteo Kaggle's 26 tables (rows x --embedding_scale), reference MLPs",
                         bottom=(512, 256, 64), top=(512, 256), criteo=True,
                         own_flags=tuple(f for f in FLAGS if f not in ("embedding_tables", "embedding_rows"))),
 )}
+KIND = WorkloadKind("recommender", f"a recommender ({', '.join(RECOMMENDERS)}; embedding tables)", ARGUMENTS,
+                    RECOMMENDERS)

@@ -19,12 +19,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-from tfbench.workloads.base import Workload, need
+from tfbench.workloads.arguments import Arg, Arguments
+from tfbench.workloads.base import Workload, WorkloadKind, need
 
 PAD, CLS, MASK = 0, 1, 2  # reserved ids; tokens are drawn from 3 .. vocab-1
 MASKED_SHARE = 0.15
 LOSSES = ("masked_lm", "classification")
-FLAGS = ("num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size", "transformer_loss")
+ARGUMENTS = Arguments("Transformer (--model=bert_tiny, bert_base)", (
+    Arg("integer", "num_layers", 0, "Transformers: encoder layers (0: the preset's)."),
+    Arg("integer", "hidden_size", 0, "Transformers: hidden size (0: the preset's; a multiple of --num_heads)."),
+    Arg("integer", "num_heads", 0, "Transformers: attention heads (0: the preset's)."),
+    Arg("integer", "seq_length", 0, "Transformers: tokens per sequence (0: the preset's, 128)."),
+    Arg("integer", "vocab_size", 0, "Transformers: vocabulary (0: the preset's, BERT's 30522)."),
+    Arg("string", "transformer_loss", "", "Transformers: masked_lm (15% of the tokens masked, cross-entropy over the "
+                                          "vocabulary there) or classification (one class of --num_classes per "
+                                          "sequence); '': masked_lm."),
+))
+FLAGS = ARGUMENTS.names
 MAX_SEQ_LENGTH = 8192
 
 
@@ -45,7 +56,7 @@ class Sizes:
         return max(1, round(MASKED_SHARE * (self.length - 1)))
 
     def params(self, num_classes: int) -> int:
-        """Trainable parameters, in closed form (the model's own count agrees: tests/test_tokens.py)."""
+        """Trainable parameters, in closed form (the model's own count agrees: tests/test_transformer.py)."""
         h, norm = self.hidden, 2 * self.hidden
         embeddings = (self.vocab + self.length) * h + norm
         block = 4 * (h * h + h) + norm + (h * 4 * h + 4 * h) + (4 * h * h + h) + norm
@@ -157,7 +168,7 @@ class TransformerWorkload(Workload):
     def memory_bound(self, config) -> Optional[Dict[str, int]]:
         """Parameters in closed form; per example at most ACTIVATIONS_PER_TOKEN floats per token and
         layer plus the attention's heads x length^2, and the head's logits (checked against the
-        count by tests/test_tokens.py)."""
+        count by tests/test_transformer.py)."""
         s = self.sizes(config)
         per_layer = s.length * (ACTIVATIONS_PER_HIDDEN * s.hidden) + ATTENTION_COPIES * s.heads * s.length ** 2
         head = (HEAD_COPIES * s.masked * (s.vocab + 4 * s.hidden) if s.loss == "masked_lm"
@@ -177,7 +188,9 @@ EMBEDDING_COPIES = 12
 HEAD_COPIES = 4
 
 
-def transformer_workloads() -> Dict[str, TransformerWorkload]:
-    return {name: TransformerWorkload(name, f"BERT-style transformer encoder, {p.layers} layers, hidden {p.hidden}, "
-                                            f"{p.heads} heads, {p.length} tokens, vocabulary {p.vocab}", preset=p)
-            for name, p in PRESETS.items()}
+TRANSFORMERS: Dict[str, TransformerWorkload] = {
+    name: TransformerWorkload(name, f"BERT-style transformer encoder, {p.layers} layers, hidden {p.hidden}, "
+                                    f"{p.heads} heads, {p.length} tokens, vocabulary {p.vocab}", preset=p)
+    for name, p in PRESETS.items()}
+KIND = WorkloadKind("transformer", f"a transformer ({', '.join(TRANSFORMERS)}; counted in tokens)", ARGUMENTS,
+                    TRANSFORMERS)

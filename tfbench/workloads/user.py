@@ -35,7 +35,7 @@ import subprocess
 import sys
 from typing import Dict, Optional, Tuple
 
-from tfbench.workloads.base import UNITS, Workload, WorkloadError, need
+from tfbench.workloads.base import UNITS, Workload, WorkloadError, WorkloadKind, need
 
 SPEC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):([A-Za-z_][A-Za-z0-9_]*)$")
 KINDS = ("images", "tokens", "a dict of tensor specs")
@@ -328,3 +328,4 @@ class UserWorkload(Workload):
 
 
 _losses: Dict[str, object] = {}  # the user's loss as their function last returned it (a callable is not JSON)
+KIND = WorkloadKind("user", "or your own model as package.module:function (README: Your own model)")

@@ -21,8 +21,9 @@ from absl import flags
 
 from tfbench.config.errors import ConfigError
 from tfbench.measure import variables as variables_lib
-from tfbench.perfmodel import cost, prediction, render, shards
-from tfbench.perfmodel import params as params_lib
+from tfbench.perfmodel import cost, render
+from tfbench.perfmodel.dense import prediction, shards
+from tfbench.perfmodel.fitting import params as params_lib
 from tfbench.perfmodel.render import INTERVAL, NUMBER, TEXT, Column
 from tools.model import predict, predict_rows, pricing
 

@@ -4,7 +4,7 @@
             precision, image size, batch and cores seen; each link's alpha and beta from its
             runs' link probes; the ps apply; per strategy a fixed overhead and the share of the
             link its protocol gets; bytes per step against the equations; and the fit's refits
-            (a bootstrap over the runs, tfbench.perfmodel.spread) that give predict its intervals.
+            (a bootstrap over the runs, tfbench.perfmodel.fitting.spread) that give predict its intervals.
             Every figure names the runs it came from; each fitted number's 90% range is printed.
   validate  fits on part of the runs and predicts the others (held out by worker count and by link
             rate), printing per held-out run: measured, predicted [90% interval], error; then the
@@ -26,13 +26,14 @@ from absl import flags
 from tfbench.config.errors import ConfigError
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
-from tfbench.perfmodel import cost, intervals, shards
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import params as params_lib
+from tfbench.perfmodel import cost, intervals
+from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel.fitting import params as params_lib
 from tfbench.perfmodel import render as render_lib
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel import validate as validate_lib
-from tfbench.perfmodel.observations import Observation, from_run
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.fitting import validate as validate_lib
+from tfbench.perfmodel.fitting.observations import Observation, from_run
 from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
 from tools.model import pricing
 from tools.rundirs.runs import find_runs

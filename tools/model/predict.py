@@ -11,7 +11,7 @@ step_ms, its parts (compute_ms, communication_ms, apply_ms, overhead_ms), images
 bottleneck; parameter servers add updates_per_sec, all-reduce strategies nccl-tests' algbw and
 busbw; --price_per_node_hour and --watts_per_node add $ per million images and joules per image.
 The interval: with --params, 90% from the fit's refits and its runs' scatter; without, the range
-over the protocol shares tfbench has measured (tfbench/perfmodel/measured.py). --format=csv
+over the protocol shares tfbench has measured (tfbench/perfmodel/fitting/measured.py). --format=csv
 prints the rows as plain CSV (header first; the interval as images_per_sec_low and _high) and
 the header to standard error; --format=json one JSON document.
 |w| is counted from the model's own graph (cached in ~/.cache/tfbench/model_memory.json).
@@ -32,13 +32,14 @@ from tfbench.config.errors import ConfigError
 from tfbench.framework.precision import PRECISIONS
 from tfbench.measure import memory
 from tfbench.measure import variables as variables_lib
-from tfbench.models import MODELS
-from tfbench.perfmodel import cost, prediction, render, shards, terms
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel.equations import PLACEMENTS
-from tfbench.perfmodel.links import resolve as resolve_link
-from tfbench.perfmodel.links import runs_text
+from tfbench.workloads.images import MODELS
+from tfbench.perfmodel import cost, render
+from tfbench.perfmodel.dense import prediction, shards, terms
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.dense.equations import PLACEMENTS
+from tfbench.perfmodel.dense.links import resolve as resolve_link
+from tfbench.perfmodel.dense.links import runs_text
 from tfbench.workloads import WORKLOADS
 from tools.model import predict_rows, predict_sparse, pricing
 

@@ -3,10 +3,10 @@
 its step, parts, rate as `predicted [low, high]`, bottleneck and, with prices, its cost.
 
 The interval: with a parameters file that keeps its refits (tools.model fit), 90% of each refit's
-prediction times a new run's scatter (tfbench.perfmodel.spread); what the file and the command
-line leave unset (the protocol's share of beta, a synchronous ps's chi, the overhead, the ps's
-apply, the overlap of communication with compute) takes its point and range by the no-fit rule
-(tfbench.perfmodel.nofit, from what tfbench's fits measured) and the interval spans every end.
+prediction times a new run's scatter (tfbench.perfmodel.fitting.spread); what the file and the
+command line leave unset (the protocol's share of beta, a synchronous ps's chi, the overhead, the
+ps's apply, the overlap of communication with compute) takes its point and range by the no-fit rule
+(tfbench.perfmodel.fitting.nofit, from what tfbench's fits measured) and the interval spans every end.
 """
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from typing import Dict, List, Optional
 
 from absl import flags
 
-from tfbench.perfmodel import cost, intervals, measured, nofit, prediction, shards, sync_step, terms
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel.equations import SEPARATE
+from tfbench.perfmodel import cost, intervals
+from tfbench.perfmodel.dense import prediction, shards, sync_step, terms
+from tfbench.perfmodel.fitting import measured, nofit
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.dense.equations import SEPARATE
 from tfbench.perfmodel.render import INTERVAL, NUMBER, TEXT, Column
 from tools.model import pricing
 
@@ -124,7 +126,7 @@ def interval_lines(facts: dict, refits: List[dict], data: Optional[dict], unknow
                      "from the fit")
     if unknowns:
         lines.append(f"interval: every prediction over the ranges of what nothing here fits, each point by the "
-                     f"no-fit rule (tfbench.perfmodel.nofit): {nofit.describe(unknowns)}; {measured.SOURCE}")
+                     f"no-fit rule (tfbench.perfmodel.fitting.nofit): {nofit.describe(unknowns)}; {measured.SOURCE}")
     elif not refits:
         lines.append("interval: none: nothing is fitted and nothing is left unknown; the interval is the point")
     return lines
@@ -148,7 +150,7 @@ class Model:
         """The facts with every unknown at the no-fit rule's point, its source saying so."""
         found = self.unknowns(facts)
         return {**facts, **{name: (u.point, f"no fit: the rule's point in [{u.low:.3g}, {u.high:.3g}] "
-                                            "(tfbench.perfmodel.nofit)") for name, u in found.items()}}
+                                            "(tfbench.perfmodel.fitting.nofit)") for name, u in found.items()}}
 
     def num_ps(self, n: int) -> int:
         return terms.nodes(n, FLAGS.devices_per_node) if FLAGS.ps_per_worker else (FLAGS.num_ps or 1)

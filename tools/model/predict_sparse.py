@@ -2,16 +2,16 @@
 under each strategy, and the crossover: from how many workers the parameter server is ahead of
 all-gather, with its interval.
 
-The step model is tfbench.perfmodel.recommender's (bytes of the busiest host from the sparse laws,
-compute, overhead and protocol share per strategy). With --runs it is fitted on every finished
-recommender run of DIR (`make dlrm`, `make dlrm-scale`) and each rate carries its 90% interval
-(the fit redone on copies of its runs and a new run's scatter about it); the crossover's interval
-is the range of the refits' crossovers. Without --runs the compute is --compute_ms_per_example
-and the rest follows the no-fit rule (tfbench.perfmodel.nofit: the protocol's share, the
-overhead and the overlap of communication with compute at the median of tfbench's fits, each
-ranged); the crossover's interval runs from the parameter server at its fast end against
-all-gather at its slow end to the reverse. The tables, ids and link are the request's flags;
---price_per_node_hour and --watts_per_node add each rate's cost (a node per worker).
+The step model is tfbench.perfmodel.sparse.recommender's (bytes of the busiest host from the
+sparse laws, compute, overhead and protocol share per strategy). With --runs it is fitted on every
+finished recommender run of DIR (`make dlrm`, `make dlrm-scale`) and each rate carries its 90%
+interval (the fit redone on copies of its runs and a new run's scatter about it); the crossover's
+interval is the range of the refits' crossovers. Without --runs the compute is
+--compute_ms_per_example and the rest follows the no-fit rule (tfbench.perfmodel.fitting.nofit:
+the protocol's share, the overhead and the overlap of communication with compute at the median of
+tfbench's fits, each ranged); the crossover's interval runs from the parameter server at its fast
+end against all-gather at its slow end to the reverse. The tables, ids and link are the request's
+flags; --price_per_node_hour and --watts_per_node add each rate's cost (a node per worker).
 """
 from __future__ import annotations
 
@@ -25,26 +25,28 @@ import tfbench.config as config_lib
 from tfbench import workloads
 from tfbench.config import flags as run_flags
 from tfbench.config.errors import ConfigError
-from tfbench.perfmodel import cost, intervals, nofit, render
-from tfbench.perfmodel import recommender as rec
+from tfbench.perfmodel import cost, intervals, protocols, render
+from tfbench.perfmodel.fitting import nofit
+from tfbench.perfmodel.sparse import recommender as rec
+from tfbench.workloads import recommender
 from tfbench.perfmodel.render import INTERVAL, NUMBER, Column
 from tools.model import pricing
 from tools.model import recommender as judged_runs
 
 FLAGS = flags.FLAGS
-GROUP = "Recommender (--model=dlrm, dlrm_criteo)"
 ASSUMPTIONS = ("one worker per host (each on one core as the runs were, with --runs); a parameter server has a ps "
                "on every worker's host (k = N), round-robin placed; compute per step as the runs measured it, a line "
                "in N (without --runs: as given, constant in N); links full duplex at the given rate, no contention "
                "beyond them")
-STRATEGIES = {"parameter_server": rec.PS, "multi_worker_mirrored": rec.ALL_GATHER, "horovod": rec.ALL_GATHER}
+# the strategies a recommender runs and how each moves its tables' rows (tfbench.perfmodel.protocols)
+STRATEGIES = {s: protocols.tables_kind(s) for s in protocols.PREDICTED}
 NOFIT_KEY = {"parameter_server": "parameter_server_sync"}
 UNKNOWN = ("share", "overhead_s", "phi")  # the ps's apply of rows is in its overhead
 
 
 def _table_flags():
-    """tfbench's recommender flags, (kind, name, help) as tfbench.config.flags declares them."""
-    return [entry for title, entries in run_flags.GROUPS if title == GROUP for entry in entries]
+    """tfbench's recommender flags, (kind, name, help) as the recommender declares them."""
+    return recommender.ARGUMENTS.entries()
 
 
 def define_flags() -> None:
@@ -55,8 +57,7 @@ def define_flags() -> None:
                                     "compute from --compute_ms_per_example.")
     flags.DEFINE_float("compute_ms_per_example", None, "Recommender workloads without --runs: one worker's compute "
                                                        "per example in ms.")
-    for kind, name, text in _table_flags():
-        getattr(flags, f"DEFINE_{kind}")(name, getattr(config_lib.RunConfig(), name), text)
+    run_flags.define(_table_flags())
 
 
 def help_groups():

@@ -14,7 +14,7 @@ small points and predicted at its large ones, every prediction with its interval
 
 The link's beta is pinned by the points only where they are network-bound; elsewhere every beta
 from the bound they allow up to the line rate (--link_ceiling, or the published cluster's) is
-kept, and the interval spans them (tfbench.perfmodel.clusterspread). The point of a prediction
+kept, and the interval spans them (tfbench.perfmodel.curves.clusterspread). The point of a prediction
 follows one rule, --point_rule=center: the geometric middle of the rates that range allows; the
 other rules are there to compare. The model's variables are counted from the model
 (tfbench.measure.variables; InceptionV3's count is shipped). The fitted parameters and where each
@@ -33,8 +33,10 @@ from absl import flags
 from tfbench.config import choices
 from tfbench.config.errors import ConfigError
 from tfbench.measure import variables as variables_lib
-from tfbench.models import MODELS
-from tfbench.perfmodel import clusterfit, clusternofit, clusterspread, cost, intervals, published, render, shards, terms
+from tfbench.workloads.images import MODELS
+from tfbench.perfmodel import cost, intervals, render
+from tfbench.perfmodel.curves import clusterfit, clusternofit, clusterspread, published
+from tfbench.perfmodel.dense import shards, terms
 from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
 from tools.model import pricing
 

@@ -1,4 +1,4 @@
-"""`python -m tools.model recommender DIR`: the recommender's step model (tfbench.perfmodel.recommender)
+"""`python -m tools.model recommender DIR`: the recommender's step model (tfbench.perfmodel.sparse.recommender)
 fitted on the runs of DIR with few workers (--fit_max_workers, default 4) and judged on the runs with
 more, which it never saw; then the crossover: from how many workers the parameter server is ahead.
 
@@ -16,11 +16,10 @@ from typing import Dict, List, Sequence, Tuple
 
 from absl import flags
 
-from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
-from tfbench.perfmodel import cost, intervals, render
-from tfbench.perfmodel import recommender as rec
+from tfbench.perfmodel import cost, intervals, protocols, render
 from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
+from tfbench.perfmodel.sparse import recommender as rec
 from tools.model import pricing
 from tools.rundirs.runs import Run, find_runs
 
@@ -68,9 +67,9 @@ def observation(run: Run):
         return None, "no probed link (not on emulated hosts)"
     if "compute" not in split:
         return None, "no step split"
-    traits, config = strategy_traits.get(run.config.get("strategy")), run.config
-    kind = rec.PS if traits.has_ps else rec.ALL_GATHER
-    if traits.has_ps and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
+    config = run.config
+    kind = protocols.tables_kind(str(config.get("strategy")))
+    if kind == rec.PS and (config.get("num_ps") != config.get("num_workers") or config.get("ps_placer") == "greedy"):
         return None, "the model's parameter server has a ps on every worker's host, placed round-robin"
     setting = setting_of(workload, config)
     stats = cluster["stats"]

@@ -6,7 +6,7 @@ images/sec against workers (1 to 1024, log axis) with the measured points and th
 curves; then, per link: where one parameter server stops gaining (w*), how many ps shards keep
 up at each N, and the bandwidth at which a parameter server matches ring all-reduce. Every
 assumption of the extrapolation is stated next to the numbers, and every prediction carries its
-90% interval (tfbench.perfmodel.spread: the fit's refits and its runs' scatter). Prints the
+90% interval (tfbench.perfmodel.fitting.spread: the fit's refits and its runs' scatter). Prints the
 validation table (--report_format: table, csv or json), `median abs error = X%` and
 `coverage = X% of held-out points inside their 90% interval, median width Y%`;
 --price_per_node_hour and --watts_per_node add the cost of every rate.
@@ -20,13 +20,14 @@ from typing import Dict, List, Sequence
 from absl import flags
 
 from tfbench.config.errors import ConfigError
-from tfbench.perfmodel import cost, intervals, prediction, whatif
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel import validate as validate_lib
-from tfbench.perfmodel.links import rate_text
-from tfbench.perfmodel.observations import Observation
+from tfbench.perfmodel import cost, intervals
+from tfbench.perfmodel.dense import prediction, whatif
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.fitting import validate as validate_lib
+from tfbench.perfmodel.dense.links import rate_text
+from tfbench.perfmodel.fitting.observations import Observation
 from tools.model import fit, pricing
 
 FLAGS = flags.FLAGS

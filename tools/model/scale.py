@@ -6,7 +6,7 @@ own, or k = N shards collocated; MWMS; Horovod). Compute per image and the links
 fitted run; each strategy's overhead per step and link share from its own fitted runs; a
 parameter server with several shards is charged its busiest shard as the run placed its variables.
 Prints every run (fitted or held out) with measured and predicted images/sec, the prediction's
-90% interval (tfbench.perfmodel.spread: a bootstrap over the fitted runs, every strategy's fit
+90% interval (tfbench.perfmodel.fitting.spread: a bootstrap over the fitted runs, every strategy's fit
 redone on each copy) and the error; per
 strategy the error at each N, its trend (points per doubling of N, least squares over the largest
 fitted N and the held-out ones) and the drift from the largest fitted N to the largest N; what
@@ -26,13 +26,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
+from tfbench.config.choices import EMULATED_COMPUTE
 from tfbench.config.errors import ConfigError
-from tfbench.perfmodel import cost, intervals, prediction, render
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import scale as scale_lib
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel.observations import Observation
+from tfbench.perfmodel import cost, intervals, render
+from tfbench.perfmodel.dense import prediction
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting import scale as scale_lib
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.fitting.observations import Observation
 from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
 from tools.model import fit, pricing
 from tools.rundirs.runs import find_runs
@@ -133,7 +135,7 @@ def parameter_lines(fitted: Dict[str, dict]) -> List[str]:
 def bytes_lines(observations: Sequence[Observation]) -> List[str]:
     """Each parameter-server run's busiest ps host: bytes per global step leaving it, measured by
     its link counter, against the shards as the run placed its variables (in TCP frames, with
-    the ACKs of what comes in: tfbench.perfmodel.terms.wire_bytes); the other ps hosts' range.
+    the ACKs of what comes in: tfbench.perfmodel.dense.terms.wire_bytes); the other ps hosts' range.
     Then the largest error of a busiest host."""
     lines, errors = [], []
     for o in sorted(observations, key=lambda o: (label(o), o.num_workers)):
@@ -181,7 +183,7 @@ def memory_line(memory: Sequence[Tuple[str, int, float, float]]) -> str:
 
 def compute_line(observations: Sequence[Observation]) -> str:
     """What the runs' compute was, and what that means for the cores the workers share."""
-    if observations and observations[0].compute == "emulated":
+    if observations and observations[0].compute == EMULATED_COMPUTE:
         return ("compute: emulated (--compute=emulated): each worker's forward and backward pass a wait that uses no "
                 "CPU, so workers sharing this machine's cores do not slow each other's compute; the cores are left "
                 "to the protocol (gRPC, collectives, the ps's apply)")

@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from tfbench.config import helptext
+from tfbench.config.choices import EMULATED_COMPUTE, REAL_COMPUTE
 from tools.report import (
     aggregate,
     convergence_section,
@@ -33,7 +34,7 @@ from tools.rundirs.sweep_state import FAILED, find_sweep
 FLAGS = flags.FLAGS
 # (title, column, a, b, the keys that follow from the column's value)
 COMPARISONS = (("Hard vs soft placement", "placement", "soft", "hard", ()), ("CPU vs GPU", "device", "cpu", "gpu", ()),
-               ("Emulated vs real compute", "compute", "real", "emulated", ("compute_ms",)))
+               ("Emulated vs real compute", "compute", REAL_COMPUTE, EMULATED_COMPUTE, ("compute_ms",)))
 POINT_PLOTS = (("throughput vs workers", "throughput_vs_workers.png", plots.throughput_vs_workers),
                ("seconds per batch vs batch size", "seconds_per_batch.png", plots.seconds_per_batch),
                ("scaling efficiency vs workers", "scaling_efficiency.png", plots.scaling_efficiency),

@@ -24,7 +24,7 @@ from tools.report.summary import fmt, table  # noqa: E402
 def way(config: Dict) -> str:
     """How a point trains: the parameter-server mode (with its bound), or the strategy."""
     traits = strategy_traits.get(config.get("strategy"))
-    if traits.has_ps:
+    if traits.coordinated:
         if config.get("ps_sync"):
             return f"{traits.label} sync"
         bound = config.get("ps_staleness_bound", -1)

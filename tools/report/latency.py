@@ -78,7 +78,7 @@ def points(runs: Sequence[Run]) -> Dict[Series, List[Tuple[float, Run]]]:
     """Series -> [(latency ms, run)] of the runs that finished, by latency."""
     out: Dict[Series, List[Tuple[float, Run]]] = defaultdict(list)
     for run in runs:
-        if run.ok and strategy_traits.get(run.config.get("strategy")).has_ps:
+        if run.ok and strategy_traits.get(run.config.get("strategy")).ps_tasks:
             out[series_of(run)].append((float(run.config.get("link_latency") or 0.0), run))
     return {s: sorted(v, key=lambda p: p[0]) for s, v in sorted(out.items())}
 

@@ -97,7 +97,7 @@ def panels(points: Sequence[Point], *, x: str, panel_keys: Sequence[str], primar
 
 def ps_per_worker(points: Sequence[Point]) -> bool:
     """Every parameter-server point has as many ps as workers, at more than one worker count."""
-    ps = [p.config for p in points if strategy_traits.get(p.config.get("strategy")).has_ps]
+    ps = [p.config for p in points if strategy_traits.get(p.config.get("strategy")).ps_tasks]
     return (len({c.get("num_workers") for c in ps}) > 1
             and all(c.get("num_ps") == c.get("num_workers") for c in ps))
 

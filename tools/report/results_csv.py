@@ -9,7 +9,6 @@ is a new SCHEMA_VERSION. Lists are joined with spaces; nested record fields are 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import os
 from typing import Dict, List, Sequence
 
@@ -21,7 +20,7 @@ from tools.report.aggregate import rate_interval
 from tools.rundirs.runs import Run
 
 LEAD = ("schema_version", "run_id", "run_dir", "kind", "status", "task", "role", "index", "failed_task", "reason")
-CONFIG = tuple(f.name for f in dataclasses.fields(config_lib.RunConfig))
+CONFIG = config_lib.RunConfig.names()
 STAT_NAMES = ("count", "mean_s", "median_s", "p90_s", "std_s", "ci95_s", "jitter_s", "min_s", "max_s")
 # rate_per_sec: in the row's unit (images, examples or tokens: tfbench.workloads), with its 95% CI;
 # examples_per_sec always, images_per_sec and tokens_per_sec where they are the unit.

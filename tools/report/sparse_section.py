@@ -53,7 +53,7 @@ def crossovers(points: Sequence[Point], keys: Sequence[str]) -> List[str]:
     by_setting: Dict[str, Dict[int, Dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for p in points:
         traits = strategy_traits.get(p.config.get("strategy"))
-        kind = "ps" if traits.has_ps else ("all-reduce" if traits.all_reduce else "")
+        kind = "ps" if traits.ps_tasks else ("all-reduce" if traits.all_reduce else "")
         if kind and p.rate == p.rate:
             best = by_setting[setting(p, keys)][int(p.config.get("num_workers", 1))]
             best[kind] = max(best.get(kind, 0.0), p.rate)

@@ -97,7 +97,7 @@ def plot(points: Sequence[Point], path: str) -> bool:
 
 def _label(config: dict) -> str:
     name = config.get("strategy", "")
-    if strategy_traits.get(name).has_ps:
+    if strategy_traits.get(name).coordinated:
         name = f"PS {'sync' if config.get('ps_sync') else 'async'}"
     link = config.get("link_bandwidth") or ""
     latency = f" +{config['link_latency']:g}ms" if config.get("link_latency") else ""

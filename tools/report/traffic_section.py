@@ -62,7 +62,7 @@ def tasks_by_host(run: Run) -> Dict[str, List[str]]:
 def host_groups(strategy: str, hosts: Dict[str, List[str]]) -> List[Tuple[str, List[str]]]:
     """[(label, hosts)]: the ps host(s) and the worker hosts, or every ring host."""
     workers = sorted(h for h, tasks in hosts.items() if any(t.startswith("worker_") for t in tasks))
-    if not strategy_traits.get(strategy).has_ps:
+    if not strategy_traits.get(strategy).ps_tasks:
         return [("each host (mean)", workers)]
     ps = sorted(h for h, tasks in hosts.items() if any(t.startswith("ps_") for t in tasks))
     return [("ps host", ps), ("each worker host (mean)", [h for h in workers if h not in ps])]
@@ -84,7 +84,7 @@ def measured(run: Run, hosts: List[str], w: float) -> Optional[Tuple[float, floa
 
 
 def label(config: Dict) -> str:
-    if strategy_traits.get(config.get("strategy")).has_ps:
+    if strategy_traits.get(config.get("strategy")).ps_tasks:
         return f"{config.get('strategy')} ({config.get('ps_placement', 'collocated')} ps)"
     return str(config.get("strategy"))
 

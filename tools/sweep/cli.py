@@ -22,7 +22,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import yaml
 from absl import app, flags
 
-from cluster.child_run import last_line, run_command
+from tfbench.app.child_run import last_line, run_command
 from tfbench.config import helptext
 from tfbench.config.errors import ConfigError
 from tools.report import cli as report

@@ -12,7 +12,7 @@ import itertools
 from typing import Any, Dict, List, Tuple
 
 import tfbench.config as config_lib
-from cluster import preflight
+from cluster.launchers import preflight
 from tfbench import workloads
 from tfbench.config import strategy_traits
 from tfbench.config.errors import ConfigError
@@ -35,7 +35,7 @@ _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
 TUNINGS = ("default", "best")
 NOT_TUNED_HERE = "not tuned on this machine"
 _DEFAULTS = config_lib.RunConfig()
-_FIELDS = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
+_FIELDS = set(config_lib.RunConfig.names())
 
 
 def coerce(name: str, value: Any) -> Any:
@@ -179,7 +179,7 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
     traits = strategy_traits.get(values["strategy"])
     if traits.local_devices:
         parts.append(f"d{values['num_local_devices']}")
-    if traits.has_ps:
+    if traits.ps_tasks:
         parts.append(f"ps{values['num_ps']}" + ("sep" if values["ps_placement"] == "separate" else "")
                      + ("sync" if values["ps_sync"] else "")
                      + (f"ssp{values['ps_staleness_bound']}" if values.get("ps_staleness_bound", -1) >= 0 else ""))
@@ -213,7 +213,7 @@ def _normalise(values: Dict[str, Any]) -> Dict[str, Any]:
         values["num_ps"] = values["num_workers"]
     if "slurm_nodes" not in kind_of(values).accepts:
         values["slurm_nodes"] = _DEFAULTS.slurm_nodes
-    if not strategy_traits.get(values["strategy"]).has_ps:
+    if not strategy_traits.get(values["strategy"]).ps_tasks:
         values.update(_PS_ONLY)
     if values["ps_sync"]:
         values["ps_staleness_bound"] = -1  # a synchronous ps has no bound to set
@@ -292,7 +292,7 @@ def _rejection(values: Dict[str, Any], fixed: Dict[str, Any], logdir: str) -> st
     """tfbench's own reason for refusing the combination (or this machine), or '' when it can run."""
     try:
         config = config_lib.validate(config_lib.RunConfig(**{**values, **fixed, "logdir": logdir}))
-        if config.traits.ranks:
+        if config.traits.launcher_ranks:
             preflight.check_horovod()
     except ConfigError as e:
         return str(e)

@@ -1,5 +1,5 @@
 """Published scaling curves shipped with tfbench (tfbench/perfmodel/data/), read into points the
-cluster fit (tfbench.perfmodel.clusterfit) takes, and the user's own curve from a CSV.
+cluster fit (tfbench.perfmodel.curves.clusterfit) takes, and the user's own curve from a CSV.
 
 published_inception_v3.json: tf_cnn_benchmarks, InceptionV3 on Piz Daint, p2.xlarge and
 p2.8xlarge (its `source` and `setting` fields say where the numbers come from). A user's CSV has
@@ -15,9 +15,9 @@ import json
 import os
 from typing import Dict, List, Tuple
 
-from tfbench.perfmodel.clusterfit import MODES, Point
+from tfbench.perfmodel.curves.clusterfit import MODES, Point
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")  # tfbench/perfmodel/data
 PUBLISHED = os.path.join(DATA, "published_inception_v3.json")
 FIT_UP_TO = 16  # GPUs: the points fitted on; the larger ones are predicted
 

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from cluster.child_run import command_flags, last_line, run_command
+from tfbench.app.child_run import command_flags, last_line, run_command
 from tfbench.config import RunConfig
 from tfbench.measure import compute_cache, environment
 from tfbench.results import records
@@ -27,8 +27,8 @@ WARMUP_STEPS, STEPS = 3, 10
 TIMEOUT_S = 900.0
 # What the measuring run copies of the run (its workload's own flags too): what a worker's forward
 # and backward pass depends on.
-COPIED = ("model", "mode", "batch_size", "image_size", "source_image_size", "num_classes", "data_format", "precision",
-          "seed", "learning_rate", "device", "placement", "num_intra_threads", "num_inter_threads")
+COPIED = ("model", "mode", "batch_size", "precision", "seed", "learning_rate", "device", "placement",
+          "num_intra_threads", "num_inter_threads")
 
 
 class ComputeUnmeasured(RuntimeError):
@@ -79,7 +79,7 @@ def measure(config, cores: int) -> dict:
 def resolve(config, plan):
     """The config with the wait in ms: as given, or this machine's measured compute (from the
     cache, else measured now and cached)."""
-    if config.compute != "emulated" or config.compute_ms > 0:
+    if not config.emulated_compute or config.compute_ms > 0:
         return config
     cores = worker_cores(config, plan)
     entry = compute_cache.load(config, cores)
@@ -94,7 +94,7 @@ def resolve(config, plan):
 def describe(config, plan) -> str:
     """What a dry run says of emulated compute (nothing for real compute): the given wait, the cached one, or that the run
     will measure it first."""
-    if config.compute != "emulated":
+    if not config.emulated_compute:
         return ""
     if config.compute_ms > 0:
         return f"compute: emulated, a wait of {config.compute_ms:g} ms per worker step (given)"

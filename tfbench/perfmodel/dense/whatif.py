@@ -1,6 +1,6 @@
 """Answers a report asks of the model: where one parameter server stops keeping up (w*), how
 many ps shards a cluster needs, and at what link bandwidth a parameter server is as fast as
-ring all-reduce. Each is derived from tfbench.perfmodel.prediction, never fitted on its own.
+ring all-reduce. Each is derived from tfbench.perfmodel.dense.prediction, never fitted on its own.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Optional
 
 import numpy as np
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel.links import rate_text
-from tfbench.perfmodel.prediction import Setting, step_s, with_beta
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.dense.links import rate_text
+from tfbench.perfmodel.dense.prediction import Setting, step_s, with_beta
 
 TOLERANCE = 0.10  # "keeps up" / "matches": within 10% of the step compared with
 MAX_SHARDS = 1024

@@ -1,7 +1,7 @@
 """What tfbench's own fits measured of the things a prediction with no fit behind it cannot know:
 each protocol's share of the link, a synchronous parameter server's duplex chi, each strategy's
 overhead per step, the ps's apply per byte, and the goodput of the links the shares were fitted
-on. tfbench.perfmodel.nofit makes a no-fit prediction's point and range from them.
+on. tfbench.perfmodel.fitting.nofit makes a no-fit prediction's point and range from them.
 
 Every value is one fit's, on emulated hosts of this machine (docs/performance-model.md): `make
 model` (sweeps/model-20261127-104509 at d6c2ade) and `make model-scale` (sweeps/model-scale-

@@ -1,4 +1,4 @@
-"""One synchronous global step with every term of tfbench.perfmodel.terms: the parameter server
+"""One synchronous global step with every term of tfbench.perfmodel.dense.terms: the parameter server
 (busiest shard, full duplex, messages) and ring all-reduce, on nodes of d devices each, with
 stragglers and the network's core.
 
@@ -11,7 +11,7 @@ n = nodes = ceil(N/d) (the network sees nodes, not devices); B_ps, M from the sh
 and variables (or |w|/k each when no placement is given); a worker host's own pull and push
 never overlap each other (2 B_worker/beta); wait = E[slowest of N] - mean compute. With chi = 1,
 phi = 1, d = 1, m = 0, no fabric and even shards on separate hosts this is the equation
-tfbench.perfmodel.equations.sync_ps: pull + C + push + A/k + O.
+tfbench.perfmodel.dense.equations.sync_ps: pull + C + push + A/k + O.
 """
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ import dataclasses
 import math
 from typing import Optional, Sequence
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import terms
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.dense import terms
 
 
 @dataclasses.dataclass(frozen=True)
 class Extra:
-    """The terms beyond the equations of tfbench.perfmodel.equations (defaults: what they assume)."""
+    """The terms beyond the equations of tfbench.perfmodel.dense.equations (defaults: what they assume)."""
 
     shard_bytes: Optional[Sequence[float]] = None  # trainable bytes per shard; None: |w|/k each
     shard_variables: Optional[Sequence[int]] = None

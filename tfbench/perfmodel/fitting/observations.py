@@ -11,9 +11,10 @@ import dataclasses
 import math
 from typing import Dict, Optional, Tuple
 
-from tfbench.perfmodel import params as params_lib
+from tfbench.perfmodel import protocols
+from tfbench.perfmodel.fitting import params as params_lib
 
-PREDICTED = ("parameter_server", "multi_worker_mirrored", "horovod")
+PREDICTED = protocols.PREDICTED
 MEASURED_COMPUTE = ("in-step timestamps of every rank", "the task's own steps")
 
 
@@ -86,7 +87,7 @@ def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[
         return None, "its workers had different or fractional cores"
     link = cluster.get("link") or {}
     strategy = config["strategy"]
-    n = int(config.get("num_workers", 1)) if strategy != "mirrored" else 1
+    n = int(config.get("num_workers", 1)) if strategy not in protocols.ONE_TASK else 1
     mean = split["mean_s"]
     return Observation(
         run_id=run_id, strategy=strategy, num_workers=n, num_ps=int(cluster.get("num_ps") or 0),
@@ -136,7 +137,7 @@ def _tx(cluster: dict) -> Dict[str, float]:
 def _ps_hosts(cluster: dict, config: dict) -> list:
     """The hosts holding a ps, in the order of the plan: after the workers' when separate (one
     each); when collocated ps j on worker j's host (j mod N), so the first min(k, N) hosts."""
-    if config.get("strategy") != "parameter_server":
+    if config.get("strategy") != protocols.PS:
         return []
     hosts = _hosts(cluster)
     n, k = int(config.get("num_workers", 1)), int(cluster.get("num_ps") or 0)

@@ -34,9 +34,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfbench.perfmodel import intervals
-from tfbench.perfmodel.observations import Observation
+from tfbench.perfmodel.fitting.observations import Observation
 
-METHOD = ("parametric bootstrap over the fitted runs (tfbench.perfmodel.spread): residuals adjusted for their "
+METHOD = ("parametric bootstrap over the fitted runs (tfbench.perfmodel.fitting.spread): residuals adjusted for their "
           "leverage, their robust scale, refits of perturbed runs, a new run's Student t scatter")
 REPLICATES = 200
 PILOT = 60

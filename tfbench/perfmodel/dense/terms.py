@@ -2,8 +2,8 @@
 bytes on the busiest host link from the real shard sizes, full duplex, per-message costs,
 stragglers, devices aggregated inside a node, compute against batch, and the network's core.
 
-Symbols as in tfbench.perfmodel.equations; in addition: S_j bytes and V_j variables on ps shard j
-(tfbench.perfmodel.shards), V variables in all, d devices (replicas) per node, m seconds per
+Symbols as in tfbench.perfmodel.dense.equations; in addition: S_j bytes and V_j variables on ps shard j
+(tfbench.perfmodel.dense.shards), V variables in all, d devices (replicas) per node, m seconds per
 message, chi the non-overlapped share of the two directions, phi the share of the shorter of
 compute and communication that does not overlap the longer, sigma the standard deviation of a
 worker's compute per step, F the fabric's aggregate capacity in bytes/s.
@@ -213,13 +213,6 @@ def fit_compute(batches: Sequence[float], step_compute_s: Sequence[float]) -> Tu
 
     result = optimize.lsq_linear(a, np.asarray(step_compute_s, dtype=float), bounds=(0, np.inf))
     return float(result.x[0]), float(result.x[1])
-
-
-def per_worker_batch(global_batch: float, n: int) -> float:
-    """Strong scaling: the global batch split over N workers (G/N each)."""
-    if not (global_batch > 0 and n >= 1):
-        raise ValueError(f"need a positive global batch and N >= 1, got {global_batch}, {n}")
-    return global_batch / n
 
 
 def core_s(total_bytes: float, capacity: Optional[float]) -> float:

@@ -2,7 +2,7 @@
 the published tf_cnn_benchmarks tables (`python -m tools.model published`) and a user's own
 CSV (`python -m tools.model cluster`).
 
-One synchronous step of g GPUs on n = ceil(g/d) nodes (tfbench.perfmodel.terms):
+One synchronous step of g GPUs on n = ceil(g/d) nodes (tfbench.perfmodel.dense.terms):
 
     step = max(C, T) + phi*min(C, T) + m*M + E[slowest of n] - mean
     T    = max(duplex(B, B, n, beta, chi), core bytes / F) + intra-node(d)
@@ -16,7 +16,7 @@ and M by 2(N-1) per bucket.
 Fitted on the points it is told to fit: c (and c0 with two batch sizes) from the one-GPU points;
 phi and m by scipy.optimize.least_squares on the log rate errors, at a beta (refit). Beta itself
 is only bounded from below while the fitted points are compute-bound (a faster link changes
-nothing there): tfbench.perfmodel.clusterspread takes every beta the points allow up to the
+nothing there): tfbench.perfmodel.curves.clusterspread takes every beta the points allow up to the
 link's line rate, and the rule that makes a prediction's point from them.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import shards, terms
+from tfbench.perfmodel.dense import shards, terms
 
 MODES = ("parameter_server", "distributed_replicated", "tfbench_ps", "allreduce")
 BETA_GRID = np.logspace(6, 12, 61)  # bytes/s tried: 1 MB/s to 1 TB/s

@@ -1,6 +1,6 @@
 """A measured scaling curve predicted with nothing fitted on it (`tools.model published` and
 `cluster` print it beside the fit): compute from its smallest point (one GPU), its nominal link,
-and what the model cannot know by the no-fit rule of tfbench.perfmodel.nofit, never by its points.
+and what the model cannot know by the no-fit rule of tfbench.perfmodel.fitting.nofit, never by its points.
 
 The unknowns are the protocol's share of the nominal link, a parameter server's duplex chi and
 the overlap of communication with compute (phi, from none to all). The ps's apply and the
@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from tfbench.perfmodel import intervals, nofit
-from tfbench.perfmodel.clusterfit import Cluster, Params, Point, base_params
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.curves.clusterfit import Cluster, Params, Point, base_params
+from tfbench.perfmodel.fitting import nofit
 
-# the strategy whose fits a cluster mode's protocol is like (tfbench.perfmodel.measured)
+# the strategy whose fits a cluster mode's protocol is like (tfbench.perfmodel.fitting.measured)
 KEY = {"parameter_server": "parameter_server_sync", "distributed_replicated": "parameter_server_sync",
        "tfbench_ps": "parameter_server_sync", "allreduce": "allreduce"}
 UNKNOWN = ("share", "chi", "phi")

@@ -13,7 +13,7 @@
 - per strategy, a fixed overhead per step and one more parameter its runs can fix, by
   scipy.optimize.least_squares on the runs' relative step-time errors, everything else held at
   the values above: for a synchronous parameter server the share chi of its link's two
-  directions that does not overlap (tfbench.perfmodel.terms.duplex_s: 0, other workers' pulls
+  directions that does not overlap (tfbench.perfmodel.dense.terms.duplex_s: 0, other workers' pulls
   and pushes interleave; 1, they take turns), free once a run has two or more workers, with the
   link at the beta its probe measured; for the other strategies the share of the measured beta
   their protocol gets (gRPC, Gloo), free from three runs that vary the bytes on the wire. At one
@@ -29,11 +29,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel import prediction, sync_step, terms
-from tfbench.perfmodel import spread as spread_lib
-from tfbench.perfmodel.observations import Observation
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.dense import prediction, sync_step, terms
+from tfbench.perfmodel.fitting import spread as spread_lib
+from tfbench.perfmodel.fitting.observations import Observation
 
 MIN_RUNS_FOR_EFFICIENCY = 3
 # chi where the runs cannot fix it (every run one worker): full duplex, as predict assumes by default
@@ -219,14 +219,14 @@ def bytes_checks(observations: Sequence[Observation]) -> List[dict]:
 
 def with_spread(observations: Sequence[Observation], **kwargs) -> Tuple[dict, spread_lib.Spread]:
     """(the parameters fitted on the runs with their refits kept as `spread`, the Spread)
-    (tfbench.perfmodel.spread: a bootstrap over the runs)."""
+    (tfbench.perfmodel.fitting.spread: a bootstrap over the runs)."""
     found = spread_lib.fit_spread(observations, fit, predicted_rate, **kwargs)
     return params_lib.with_spread(found.point, found.replicates, found.scatter.as_dict(), spread_lib.METHOD), found
 
 
 def fit(observations: Sequence[Observation], compute_from: Optional[Sequence[Observation]] = None,
         like: Optional[dict] = None) -> dict:
-    """A validated parameters document (tfbench.perfmodel.params) from the observations; compute
+    """A validated parameters document (tfbench.perfmodel.fitting.params) from the observations; compute
     per image and the links from `compute_from` when given (one strategy's overhead and share
     fitted on its own runs, its compute timed on every strategy's); with `like` (a fit of the same
     kind), the parameters that fit fitted, whatever these runs alone would allow."""

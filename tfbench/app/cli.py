@@ -85,10 +85,10 @@ def main(argv) -> int:
                   + "; ".join(" ".join(f"{k}={v}" for k, v in p.items()) for p in tune_grid))
         return code
     if FLAGS.tune:
-        from tfbench import tune
+        from tfbench.app import tune
 
         return tune.tune(config, FLAGS.tune_budget, FLAGS.tune_store)
-    from cluster import compute_time
+    from tfbench.app import compute_time
 
     try:
         config = compute_time.resolve(config, plan)
@@ -114,7 +114,7 @@ def dry_run(config, plan, memory_estimate=None) -> int:
     writes nothing."""
     from tfbench.results.rundir import RunDir
 
-    from cluster import compute_time
+    from tfbench.app import compute_time
 
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
     text = "\n".join(t for t in (registry.dry_run(config, plan, run), compute_time.describe(config, plan)) if t)
@@ -127,9 +127,9 @@ def dry_run(config, plan, memory_estimate=None) -> int:
 
 
 def launch(config, plan) -> int:
-    from cluster import run_end
     from cluster.launchers import launch as launcher
-    from cluster.run_setup import prepare_run_dir
+    from tfbench.app import run_end
+    from tfbench.app.run_setup import prepare_run_dir
 
     try:
         run = prepare_run_dir(config, plan)

@@ -1,7 +1,7 @@
 """A prediction with nothing fitted on the cluster it is about (`predict` without --params, the
 published clusters' no-fit path, `predict --model=dlrm` without --runs): where its point sits and
 what its range spans. One rule for every such prediction, fixed from tfbench's own fits
-(tfbench.perfmodel.measured) before any cluster predicted with it was looked at:
+(tfbench.perfmodel.fitting.measured) before any cluster predicted with it was looked at:
 
 - the share of the link's configured rate the protocol gets: the point at the median of the
   strategy's fitted shares times the median goodput of the links they were fitted on (a link
@@ -26,7 +26,8 @@ import itertools
 import statistics
 from typing import Callable, Dict, List, Sequence
 
-from tfbench.perfmodel import intervals, measured
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.fitting import measured
 
 NAMES = ("share", "chi", "overhead_s", "apply_s", "phi")
 
@@ -89,5 +90,6 @@ def span(rate: Callable[[Dict[str, float]], float], found: Dict[str, Unknown], b
 
 def describe(found: Dict[str, Unknown]) -> str:
     """The unknowns' points and ranges, in a phrase."""
-    return ("no fit: " + "; ".join(u.text() for u in found.values()) + " (tfbench's fits, tfbench.perfmodel.nofit)"
+    return ("no fit: " + "; ".join(u.text() for u in found.values())
+            + " (tfbench's fits, tfbench.perfmodel.fitting.nofit)"
             if found else "no fit and nothing ranged")

@@ -1,5 +1,5 @@
 """The step of a recommender with embedding tables, per strategy, and where the parameter server
-overtakes all-gather: bytes from the sparse laws (tfbench.perfmodel.sparse), time from two
+overtakes all-gather: bytes from the sparse laws (tfbench.perfmodel.sparse.laws), time from two
 parameters per strategy fitted on measured runs.
 
 One synchronous step at N workers of one core each:
@@ -9,13 +9,13 @@ One synchronous step at N workers of one core each:
 - c(N): compute per step, the measured step split's compute part, fitted per strategy as a line in
   N (on a shared machine the workers' cores are oversubscribed as N grows; on dedicated hosts the
   slope fits to about 0);
-- b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse):
+- b(N): bytes the busiest host's link carries one way per step (tfbench.perfmodel.sparse.laws):
   all-gather, 2(N-1)/N |w_dense| + (N-1) u (row + 8); a parameter server with a ps on every host
   (k = N), the most any host sends or receives: its worker's pushes and pulls to the other hosts,
   (N-1)/N (|w_dense| + u (row + 8)), plus what its ps serves the N - 1 other workers,
   (N-1)/N |w_dense| + (N-1) r_j (row + 8) with r_j the rows of the table shards on ps j one
   worker's batch touches: the model's variables split by the run's partitioner and placed
-  round-robin as TensorFlow places them (tfbench.perfmodel.shards), each shard's rows counted by
+  round-robin as TensorFlow places them (tfbench.perfmodel.dense.shards), each shard's rows counted by
   the sparse law (a table's hottest rows are its first: its first shard is its busiest);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
   the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
@@ -31,9 +31,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import intervals, shards, sparse, terms
+from tfbench.perfmodel import intervals, protocols
+from tfbench.perfmodel.dense import shards, terms
+from tfbench.perfmodel.sparse import laws as sparse
 
-PS, ALL_GATHER = "parameter_server", "all-gather"
+PS, ALL_GATHER = protocols.PS, protocols.ALL_GATHER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +237,7 @@ def spreads(observations: Sequence[Observation], fits: Dict[str, Fit], max_n: in
 
 def unfitted_step_s(kind: str, n: int, setting: Setting, link_bytes_per_s: float, compute_s: float,
                     values: Dict[str, float]) -> float:
-    """The step with nothing fitted (tfbench.perfmodel.nofit): compute per step as given, the
+    """The step with nothing fitted (tfbench.perfmodel.fitting.nofit): compute per step as given, the
     busiest host's bytes at the share `values["share"]` of the link, overlapped with compute as
     `values["phi"]` says (terms.overlapped_s), plus the overhead `values["overhead_s"]`."""
     communication = busiest_host_bytes(kind, n, setting) / (values["share"] * link_bytes_per_s) if n > 1 else 0.0

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from cluster.child_run import command_flags, last_line, run_command
+from tfbench.app.child_run import command_flags, last_line, run_command
 from tfbench.config import RunConfig, knobs
 from tfbench.measure import environment, startup
 from tfbench.results import records, rundir, tuned

@@ -1,4 +1,4 @@
-"""How sure a cluster fit is (tfbench.perfmodel.clusterfit): the link's beta over the range its
+"""How sure a cluster fit is (tfbench.perfmodel.curves.clusterfit): the link's beta over the range its
 fitted points allow up to the link's line rate, the fitted points' scatter, the one rule that
 makes a prediction's point, and which input would narrow the intervals most.
 
@@ -30,8 +30,9 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfbench.perfmodel import intervals, terms
-from tfbench.perfmodel.clusterfit import BETA_GRID, Cluster, Params, Point, base_params, refit
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.dense import terms
+from tfbench.perfmodel.curves.clusterfit import BETA_GRID, Cluster, Params, Point, base_params, refit
 
 POINT_RULE = "center"
 RULES = ("center", "bound", "best", "ceiling", "beta_middle")

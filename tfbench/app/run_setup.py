@@ -3,16 +3,10 @@ every task reads, and the TensorBoard layout the run opens on. Shared by `python
 `python -m cluster.by_hand --run_dir` (tasks started by hand read the same files)."""
 from __future__ import annotations
 
+from cluster.plan.spec import write_plan
 from tfbench.measure import environment
 from tfbench.results import records, rundir
 from tfbench.tensorboard.layout import write_layout
-
-
-def write_plan(run: rundir.RunDir, plan) -> None:
-    """plan.json, what every task reads its role, host, port and cores from: written here only,
-    when the run is prepared and again by supervision before tasks start on a changed plan
-    (a launcher's addresses, ports replaced after a bind failure)."""
-    run.write_json("plan.json", plan.to_dict())
 
 
 def prepare_run_dir(config, plan) -> rundir.RunDir:
@@ -21,6 +15,6 @@ def prepare_run_dir(config, plan) -> rundir.RunDir:
     run.write_json("config.json", config.to_dict())
     write_plan(run, plan)
     run.write_json("environment.json", {"schema_version": records.SCHEMA_VERSION,
-                                        **environment.collect(with_horovod=config.traits.ranks)})
+                                        **environment.collect(with_horovod=config.traits.launcher_ranks)})
     write_layout(run, elastic=config.horovod_elastic)
     return run

@@ -23,7 +23,7 @@ traffic per worker stays u, and its ps hosts share N u, the busiest one holding 
 from __future__ import annotations
 
 import functools
-from typing import List, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -49,39 +49,8 @@ def expected_unique_tables(table_rows: Sequence[int], alpha: float, draws: float
     return sum(expected_unique(r, alpha, draws) for r in table_rows)
 
 
-def shard_bounds(rows: int, shards: int) -> List[int]:
-    """Row bounds of a table split into `shards` contiguous shards as TensorFlow's partitioners
-    split a variable's first axis: the first rows % shards shards one row longer."""
-    base, extra = divmod(rows, shards)
-    bounds, at = [0], 0
-    for j in range(shards):
-        at += base + (1 if j < extra else 0)
-        bounds.append(at)
-    return bounds
-
-
-def expected_rows_per_shard(table_rows: Sequence[int], alpha: float, draws: float, shards: int) -> List[float]:
-    """E[distinct rows each of `shards` contiguous shards receives], summed over tables (every
-    table split over all shards, shard j of each table on ps j, as the min_size and fixed
-    partitioners place a table larger than their shards)."""
-    out = [0.0] * shards
-    for rows in table_rows:
-        bounds = shard_bounds(rows, min(shards, rows))
-        for j in range(len(bounds) - 1):
-            out[j] += expected_unique(rows, alpha, draws, bounds[j], bounds[j + 1])
-    return out
-
-
 def allgather_bytes(workers: int, unique_rows: float, row_bytes: float) -> float:
     """Bytes each host receives when N workers all-gather their touched rows (values and ids)."""
     return (workers - 1) * unique_rows * (row_bytes + INDEX_BYTES)
 
 
-def ps_worker_bytes(unique_rows: float, row_bytes: float) -> float:
-    """Bytes one parameter-server worker moves for its rows per update: pull, and push with ids."""
-    return unique_rows * (2 * row_bytes + INDEX_BYTES)
-
-
-def dense_fallback_bytes(workers: int, table_bytes: float) -> float:
-    """Bytes per host of a ring all-reduce of the whole tables (sparse_as_dense)."""
-    return 2 * (workers - 1) / workers * table_bytes if workers > 1 else 0.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tfbench.perfmodel.equations import Link
+from tfbench.perfmodel.dense.equations import Link
 
 # Hockney's alpha per class: the one-way time of one small message. The figures are typical,
 # not measured here; a params file fitted on tfbench runs (gRPC adds its own per-message cost)
@@ -70,7 +70,7 @@ def resolve(name: str, rate_bps: float, latency_ms: Optional[float] = None,
         alpha, alpha_source = measured["alpha_s"], f"{runs_text(measured['from_runs'])} (link {name})"
     elif name in LINK_ALPHA_S:
         alpha, why = LINK_ALPHA_S[name]
-        alpha_source = f"stated for {name}: {why} (tfbench/perfmodel/links.py)"
+        alpha_source = f"stated for {name}: {why} (tfbench/perfmodel/dense/links.py)"
     else:
         alpha, alpha_source = DEFAULT_ALPHA_S, "default for a plain rate; --link_latency_ms sets it"
     return ResolvedLink(Link(alpha_s=alpha, beta=beta_bps / 8.0), alpha_source,

@@ -1,5 +1,5 @@
 """One predicted point per worker count: the step split into its parts, the rate, the scaling
-efficiency and the bottleneck, from the equations of tfbench.perfmodel.equations.
+efficiency and the bottleneck, from the equations of tfbench.perfmodel.dense.equations.
 
 The bottleneck is the largest part of the step: compute, the communication or the ps apply (an
 asynchronous PS capped by its ps links or its apply is named by that cap). Communication is
@@ -12,11 +12,12 @@ import dataclasses
 import math
 from typing import List, Optional, Sequence
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import sync_step
+from tfbench.perfmodel import protocols
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.dense import sync_step
 
-RING_STRATEGIES = ("multi_worker_mirrored", "horovod")
-STRATEGIES = ("parameter_server",) + RING_STRATEGIES + ("tree",)
+RING_STRATEGIES = protocols.RINGS
+STRATEGIES = protocols.STRATEGIES
 COMPUTE, PS_LINK, WORKER_LINK, PS_APPLY, LATENCY = (
     "compute", "network at ps host", "network at worker link", "ps apply", "latency")
 CORE, INTRA, MESSAGES, STRAGGLERS = "network core", "intra-node aggregation", "messages", "stragglers"
@@ -190,13 +191,6 @@ def predict(setting: Setting, counts: Sequence[int]) -> List[Point]:
     rate_1 = point(setting, 1).images_per_sec
     return [dataclasses.replace(p, scaling_efficiency=eq.scaling_efficiency(p.images_per_sec, p.num_workers, rate_1))
             for p in (point(setting, n) for n in counts)]
-
-
-def predict_shard_per_worker(setting: Setting, counts: Sequence[int]) -> List[Point]:
-    """predict() with k = N ps shards at every N (one ps per worker node)."""
-    rate_1 = point(dataclasses.replace(setting, num_ps=1), 1).images_per_sec
-    return [dataclasses.replace(p, scaling_efficiency=eq.scaling_efficiency(p.images_per_sec, n, rate_1))
-            for n in counts for p in [point(dataclasses.replace(setting, num_ps=n), n)]]
 
 
 def step_s(setting: Setting, n: int) -> float:

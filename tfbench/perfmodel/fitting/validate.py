@@ -12,10 +12,11 @@ import dataclasses
 import statistics
 from typing import List, Optional, Sequence, Tuple
 
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import intervals, prediction
-from tfbench.perfmodel import params as params_lib
-from tfbench.perfmodel.observations import Observation
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.dense import prediction
+from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting.observations import Observation
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,10 +14,12 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tfbench.perfmodel import equations as eq
-from tfbench.perfmodel import fit as fit_lib
-from tfbench.perfmodel import intervals, prediction, spread, sync_step
-from tfbench.perfmodel.observations import Observation
+from tfbench.perfmodel.dense import equations as eq
+from tfbench.perfmodel.fitting import fit as fit_lib
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.dense import prediction, sync_step
+from tfbench.perfmodel.fitting import spread
+from tfbench.perfmodel.fitting.observations import Observation
 
 W, MS_PER_IMAGE, BATCH, HOLD_OUT = 2.12e6, 1.25, 32, 3
 LINKS = {"50mbit": (3e-4, 4.9e7), "100mbit": (2e-4, 9.7e7), "200mbit": (1.5e-4, 1.9e8)}  # alpha s, beta bits/s

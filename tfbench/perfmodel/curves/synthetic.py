@@ -1,7 +1,7 @@
 """Runs and scaling curves made by the model itself, to check the level of the 90% intervals that
-are not a fit on tfbench runs (those: tfbench.perfmodel.synthetic): the recommender's step model
-(tfbench.perfmodel.recommender), fitted on N <= 4 and judged at 8-16, and a measured cluster curve
-(tfbench.perfmodel.clusterspread), fitted on 1-16 GPUs and judged at 32-128. Each run's or point's
+are not a fit on tfbench runs (those: tfbench.perfmodel.fitting.synthetic): the recommender's step model
+(tfbench.perfmodel.sparse.recommender), fitted on N <= 4 and judged at 8-16, and a measured cluster curve
+(tfbench.perfmodel.curves.clusterspread), fitted on 1-16 GPUs and judged at 32-128. Each run's or point's
 rate is scattered log-normally by sigma about the truth; `python -m tools.model calibrate` counts
 how many fresh held-out runs fall inside their intervals.
 """
@@ -13,8 +13,10 @@ from typing import List, Optional
 
 import numpy as np
 
-from tfbench.perfmodel import clusterfit, clusterspread, intervals, shards
-from tfbench.perfmodel import recommender as rec
+from tfbench.perfmodel import intervals
+from tfbench.perfmodel.curves import clusterfit, clusterspread
+from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.sparse import recommender as rec
 
 # the recommender of `make dlrm-scale` (8 tables x 20,000 rows x 16 dims, batch 512, Zipf 0.6) on 10 Mbit/s
 REC_SETTING = rec.Setting(table_rows=(20000,) * 8, embedding_dim=16, ids_per_feature=1, zipf_alpha=0.6,

@@ -2,7 +2,7 @@
 
 A versioned JSON document; every fitted figure names the runs it came from:
 
-{"schema": "tfbench.perfmodel.params", "version": 1,
+{"schema": "tfbench.perfmodel.fitting.params", "version": 1,
  "compute":  [{"model", "mode", "precision", "image_size", "num_classes", "batch_size", "cores",
                "ms_per_image", "from_runs"}],                       # one worker's compute
  "links":    {"1gbe" | "100mbit" | ...: {"alpha_s", "beta_bps", "from_runs"}},  # beta in bits/s
@@ -15,7 +15,7 @@ A versioned JSON document; every fitted figure names the runs it came from:
  "spread": {"method", "paths": [[key, ...]], "replicates": [[number per path]],  # optional: the
             "scatter": {"center", "scale", "dof", "errors", "from_runs"}}}       # fit's refits
 
-`spread` holds the refits of tfbench.perfmodel.spread without naming a parameter: `paths` are the
+`spread` holds the refits of tfbench.perfmodel.fitting.spread without naming a parameter: `paths` are the
 numbers of this document that differ between refits (each a list of keys and list indices), and
 each replicate lists their values in that order, so any parameter a fit adds has its spread.
 
@@ -29,7 +29,7 @@ import json
 import os
 from typing import Iterable, List, Optional, Sequence
 
-SCHEMA = "tfbench.perfmodel.params"
+SCHEMA = "tfbench.perfmodel.fitting.params"
 VERSION = 4  # 2 added link_efficiency, 3 duplex_chi, 4 spread; older files are read as they are
 STRATEGY_KEYS = ("parameter_server_sync", "parameter_server_async", "multi_worker_mirrored", "horovod", "tree")
 PS_KEYS = STRATEGY_KEYS[:2]
