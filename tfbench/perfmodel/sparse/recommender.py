@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfbench.perfmodel import intervals, protocols
-from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.dense import shards, terms
 from tfbench.perfmodel.sparse import laws as sparse
 
 PS, ALL_GATHER = protocols.PS, protocols.ALL_GATHER
@@ -209,17 +209,8 @@ def crossover(fits: Dict[str, Fit], kinds: Dict[str, str], setting: Setting, lin
               workers: Sequence[int]) -> Optional[int]:
     """The fewest workers (of `workers`) at which every parameter-server strategy's predicted
     rate is above every all-gather strategy's, from there on; None if it never is."""
-    ps = [s for s in fits if kinds[s] == PS]
-    gather = [s for s in fits if kinds[s] != PS]
-    if not ps or not gather:
-        return None
-    wins = [n for n in workers
-            if min(fits[s].rate(PS, n, setting, link_bytes_per_s) for s in ps)
-            > max(fits[s].rate(ALL_GATHER, n, setting, link_bytes_per_s) for s in gather)]
-    for i, n in enumerate(workers):
-        if wins and wins == list(workers[i:]):
-            return n
-    return None
+    return crossover_of(lambda s, n: fits[s].rate(kinds[s], n, setting, link_bytes_per_s),
+                        {s: kinds[s] for s in fits}, workers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,3 +302,26 @@ def crossover_text(point, low, high, max_n: int) -> str:
     if point is None:
         return f"no crossover up to N={max_n}: the parameter server is not predicted to stay ahead of all-gather ({ends})"
     return (f"crossover at N={point}: the parameter server is predicted ahead of all-gather from there on ({ends})")
+
+
+def unfitted_step_s(kind: str, n: int, setting: Setting, link_bytes_per_s: float, compute_s: float,
+                    values: Dict[str, float]) -> float:
+    """The step with nothing fitted (tfbench.perfmodel.fitting.nofit): compute per step as given, the
+    busiest host's bytes at the share `values["share"]` of the link, overlapped with compute as
+    `values["phi"]` says (terms.overlapped_s), plus the overhead `values["overhead_s"]`."""
+    communication = busiest_host_bytes(kind, n, setting) / (values["share"] * link_bytes_per_s) if n > 1 else 0.0
+    return terms.overlapped_s(compute_s, communication, values["phi"]) + values["overhead_s"]
+
+
+def crossover_of(rate, kinds: Dict[str, str], workers: Sequence[int]) -> Optional[int]:
+    """The fewest workers (of `workers`) from which every parameter server's rate(strategy, n)
+    is above every all-gather's; None if it never is."""
+    ps = [s for s in kinds if kinds[s] == PS]
+    gather = [s for s in kinds if kinds[s] != PS]
+    if not ps or not gather:
+        return None
+    wins = [n for n in workers if min(rate(s, n) for s in ps) > max(rate(s, n) for s in gather)]
+    for i, n in enumerate(workers):
+        if wins and wins == list(workers[i:]):
+            return n
+    return None
