@@ -134,8 +134,8 @@ def test_cluster_predicts_the_asked_sizes_and_says_what_would_narrow_them():
 def test_a_recommender_without_runs_names_the_crossover_with_its_interval(counts):
     result = model_cli(*DLRM, env=counts)
     assert result.returncode == 0, result.stderr
-    line = next(x for x in result.stdout.splitlines() if "crossover" in x and "N = " in x)
-    assert line.startswith(("crossover at N=", "no crossover [")) and "[N=" in line
+    line = next(x for x in result.stdout.splitlines() if "crossover" in x and "every N of 2.." in x)
+    assert line.startswith(("crossover at N=", "no crossover up to N=")) and "range of N: " in line
     for row in rows_of(model_cli(*DLRM, "--format=json", env=counts)):
         for strategy in ("parameter_server", "multi_worker_mirrored", "horovod"):
             rate = interval(row[f"{strategy}_examples_per_sec"])

@@ -149,7 +149,7 @@ def unfitted_rows(counts: List[int], setting: rec.Setting):
     looked = list(range(2, max(counts) + 1))  # every N, as the fitted crossover looks
     cross = lambda ps, gather: rec.crossover_of(  # noqa: E731
         lambda s, n: rate(s, n, (ps if STRATEGIES[s] == rec.PS else gather)[s]), STRATEGIES, looked)
-    text = rec.crossover_text(cross(point, point), cross(fast, slow), cross(slow, fast), max(counts))
+    text = rec.crossover_text(cross(point, point), cross(fast, slow), cross(slow, fast), max(counts), "range")
     facts = [f"link: --link_bandwidth={FLAGS.link_bandwidth}, its configured rate",
              f"no fit: compute {FLAGS.compute_ms_per_example:g} ms per example x batch {setting.batch_size} = "
              f"{compute * 1e3:.1f} ms per worker step (given), constant in N",

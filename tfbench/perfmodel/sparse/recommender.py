@@ -295,10 +295,10 @@ def crossover_interval(fits: Dict[str, Fit], spreads_: Dict[str, Spread], kinds:
     return point, (None if np.isinf(low) else int(low)), (None if np.isinf(high) else int(high))
 
 
-def crossover_text(point, low, high, max_n: int) -> str:
-    """The crossover as an interval of N, in words."""
+def crossover_text(point, low, high, max_n: int, span: str = f"{intervals.LEVEL:.0%} interval") -> str:
+    """The crossover as an interval of N (or, with no fit, a range), in words."""
     beyond = f"beyond {max_n}"
-    ends = f"90% interval of N: {low if low is not None else beyond} to {high if high is not None else beyond}"
+    ends = f"{span} of N: {low if low is not None else beyond} to {high if high is not None else beyond}"
     if point is None:
         return f"no crossover up to N={max_n}: the parameter server is not predicted to stay ahead of all-gather ({ends})"
     return (f"crossover at N={point}: the parameter server is predicted ahead of all-gather from there on ({ends})")
