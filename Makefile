@@ -15,7 +15,7 @@ HVD_STAMP := $(VENV)/.horovod-$(shell sha1sum tools/scripts/build_horovod.sh 2>/
 # clone links it as .venv (tools/scripts/setup_venv.sh). `make SHARED_VENV= ...` keeps it in the clone.
 SHARED_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfbench/venvs/$(shell $(PYTHON) -c 'import sys; print("py%d.%d" % sys.version_info[:2])' 2>/dev/null)-$(REQ_HASH)
 
-.PHONY: setup run test test-packages test-fast bench soak sweep strategies network network-slurm staleness model model-scale latency dlrm dlrm-scale dlrm-rows dlrm-auc horovod slurm image clean
+.PHONY: setup run test test-packages test-fast bench soak sweep strategies network network-slurm staleness emulated model model-scale latency dlrm dlrm-scale dlrm-rows dlrm-auc horovod slurm image clean
 
 setup: $(REQ_STAMP) $(HVD_STAMP)
 
@@ -97,6 +97,18 @@ strategies: setup
 staleness: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/staleness.yaml --sweep_dir=sweeps/staleness-$$(date +%Y%m%d-%H%M%S)
 
+# Emulated compute (--compute=emulated) against real compute, side by side: every strategy at 2 and 4
+# one-core workers on 200 Mbit/s emulated hosts (AlexNet 64 px), then default, mirrored and Horovod
+# (also elastic) on this machine's loopback; the report's "Emulated vs real compute" table holds each
+# pair's ratio: 32 points, ~45 min on 2 cores (docs/network.md#emulated-compute). Not part of make test.
+emulated: setup
+	d=sweeps/emulated-$$(date +%Y%m%d-%H%M%S); \
+	$(PY) -m tools.sweep --config=tools/sweeps/emulated.yaml --sweep_dir=$$d/hosts --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/emulated-local.yaml --sweep_dir=$$d/local --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/emulated-local.yaml --strategy=horovod --num_workers=2 \
+		--set=horovod_elastic=true --sweep_dir=$$d/elastic --report=false; \
+	$(PY) -m tools.report $$d
+
 # PS (collocated, separate), MWMS and Horovod on emulated hosts, 1-4 workers, per link rate:
 # 32 points, ~10 min on 2 cores (docs/network.md).
 network: setup
@@ -114,19 +126,22 @@ model: setup
 
 # The performance model at 8-16 workers: PS (one ps on its own host; k = N shards collocated), MWMS
 # and Horovod on emulated hosts, LeNet 16 px on 5 Mbit/s links, 1-16 workers, and PS with 2 and 3 ps
-# at 4 workers; fits on N <= 4 and prints per strategy the error at 8, 12, 16 and its trend per
-# doubling of N, each ps host's bytes against its shards, then `median abs error = X%` and the
-# coverage of the held-out runs by their 90% intervals with the intervals' median width:
-# 26 points, ~20 min on 2 cores, at most 9 GiB in use (docs/performance-model.md). Not part of make test.
+# at 4 workers, on emulated compute (each worker's forward and backward pass a wait that uses no CPU);
+# fits on N <= 4 and prints per strategy the error at 8, 12, 16 and its trend per doubling of N, each
+# ps host's bytes against its shards, then `median abs error = X%` and the coverage of the held-out
+# runs by their 90% intervals with the intervals' median width: 30 points, ~20 min on 2 cores, at
+# most 9 GiB in use (docs/performance-model.md). MODEL_SCALE_COMPUTE=real: the same points on real
+# compute (16 workers share 2 cores). Not part of make test.
+MODEL_SCALE_COMPUTE ?= emulated
 model-scale: setup
-	d=sweeps/model-scale-$$(date +%Y%m%d-%H%M%S); \
-	$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --sweep_dir=$$d/shared --report=false; \
-	for n in 1 2 4 8 12 16; do \
-		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --strategy=parameter_server \
+	d=sweeps/model-scale-$(MODEL_SCALE_COMPUTE)-$$(date +%Y%m%d-%H%M%S); c=--compute=$(MODEL_SCALE_COMPUTE); \
+	$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --sweep_dir=$$d/shared --report=false; \
+	for n in 1 2 3 4 8 12 16; do \
+		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --strategy=parameter_server \
 			--ps_placement=collocated --num_workers=$$n --num_ps=$$n --sweep_dir=$$d/ps-k$$n --report=false; \
 	done; \
 	for k in 2 3; do \
-		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml --strategy=parameter_server \
+		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --strategy=parameter_server \
 			--num_workers=4 --num_ps=$$k --sweep_dir=$$d/ps-sep$$k --report=false; \
 	done; \
 	$(PY) -m tools.model scale $$d
@@ -145,14 +160,18 @@ latency: setup
 
 # Embedding tables: a recommender (DLRM-like, Zipf values hashed into the rows) under a synchronous
 # parameter server with a ps on every host, MWMS and Horovod, 2-8 one-core workers on 10 and 100 Mbit
-# links, two skews, 3 runs a point, and the hot_first layout as one more series; the report says
-# where the parameter server overtakes all-gather, and why (rows, bytes, step split): 135 runs, about
-# 2 h on 2 cores (docs/performance-model.md). Not part of make test.
+# links, two skews, 3 runs a point, and the hot_first layout as one more series (135 runs, about 2 h);
+# then the same grid on emulated compute at 100 and 250 Mbit/s, where the links and not the 2 cores
+# decide (108 runs, about 1.5 h, estimated from the real points' time). The report says where the
+# parameter server overtakes all-gather, and why (rows, bytes, step split) (docs/performance-model.md).
+# Not part of make test.
 dlrm: setup
 	d=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=$$d/hashed --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --id_layout=hot_first --zipf_alpha=1.2 \
 		--link_bandwidth=10mbit --sweep_dir=$$d/hot_first --report=false; \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --compute=emulated --link_bandwidth=100mbit,250mbit \
+		--sweep_dir=$$d/emulated --report=false; \
 	$(PY) -m tools.report $$d
 
 # The recommender's step model judged where it never looked: fitted on MWMS, Horovod and a

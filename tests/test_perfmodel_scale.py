@@ -157,7 +157,8 @@ def test_a_fit_on_four_workers_predicts_sixteen_for_every_strategy():
     assert [r.held_out for r in rows if r.strategy == "horovod"] == [False, False, False, True, True, True]
     for r in rows:
         assert r.error == pytest.approx(0.0, abs=2e-3), (r.strategy, r.num_workers, r.error)
-        assert r.interval.width < 0.01  # the model's own runs scatter by nothing
+        # the model's own runs scatter by nothing: only the link's beta, known to BETA_FLOOR, widens it
+        assert r.interval.width <= 4 * spread_lib.BETA_FLOOR
     colloc = [r for r in rows if "collocated" in r.strategy and r.num_workers == 16][0]
     assert colloc.bottleneck == prediction.PS_LINK  # the host of the dense kernel's shard
     # the same runs charged |w|/k per shard instead of the busiest one are predicted far too fast

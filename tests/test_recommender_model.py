@@ -149,8 +149,9 @@ def test_predict_fits_a_recommender_sweep_and_prints_the_crossover(tmp_path):
     assert out.returncode == 0, out.stderr
     assert f"crossover at N={expected}" in out.stdout
     assert "parameter_server_examples_per_sec [90%]" in out.stdout and "fitted on 6 runs" in out.stdout
-    for drop, add, says in (("--runs", [], "give --runs=DIR"), ("--batch_size", ["--batch_size=64"],
-                                                                 "predict at --batch_size=512")):
+    for drop, add, says in (("--runs", [], "give --compute_ms_per_example=MS (one worker's compute per example) or "
+                                           "--runs=DIR"),
+                            ("--batch_size", ["--batch_size=64"], "predict at --batch_size=512")):
         args = [a for a in base if not a.startswith(drop)] + add
         refused = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and says in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr

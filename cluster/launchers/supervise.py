@@ -356,7 +356,7 @@ class _Attempt:
         raise KeyError(name)
 
     def _show(self, now: float) -> None:
-        codes = {name: self._exit_code(name) for name in (t.name for t in self.plan.tasks)}
+        codes = {t.name: self._process_of(t.name).popen.returncode for t in self.plan.tasks}
         parts = [describe(name, self._shown_progress(name), code) for name, code in codes.items()]
         self.status.update(now - self.started_at, parts)
         if not self.ready and all_ready([self.progress.get(n) for n in self.measuring],
@@ -369,9 +369,6 @@ class _Attempt:
         """A measuring task that has not reported yet is starting; other tasks are just running."""
         record = self.progress.get(name)
         return record or ({"phase": "starting"} if name in self.measuring else None)
-
-    def _exit_code(self, name: str) -> Optional[int]:
-        return self._process_of(name).popen.returncode
 
     # -- stopping
     def _teardown(self, grace: float) -> None:

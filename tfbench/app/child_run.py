@@ -8,9 +8,22 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 STOP_WAIT_S = 10.0
+
+
+def command_flags(config) -> List[str]:
+    """The flags that give `config` (a RunConfig): those off RunConfig's defaults."""
+    defaults, flags = type(config)().to_dict(), []
+    for name, value in config.to_dict().items():
+        if value != defaults[name]:
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, list):
+                value = ",".join(str(v) for v in value)
+            flags.append(f"--{name}={value}")
+    return flags
 
 
 def run_command(argv: Sequence[str], stdout_path: str, stderr_path: str, timeout_s: Optional[float],

@@ -91,6 +91,13 @@ def main(argv) -> int:
         from tfbench.app import tune
 
         return tune.tune(config, FLAGS.tune_budget, FLAGS.tune_store)
+    from tfbench.app import compute_time
+
+    try:
+        config = compute_time.resolve(config, plan)
+    except compute_time.ComputeUnmeasured as e:
+        print(f"tfbench: run failed: {e}", file=sys.stderr, flush=True)
+        return 1
     return launch(config, plan)
 
 
@@ -110,8 +117,10 @@ def dry_run(config, plan, memory_estimate=None) -> int:
     writes nothing."""
     from tfbench.results.rundir import RunDir
 
+    from tfbench.app import compute_time
+
     run = RunDir(os.path.abspath(os.path.join(config.logdir, config.run_id)))
-    text = registry.dry_run(config, plan, run)
+    text = "\n".join(t for t in (registry.dry_run(config, plan, run), compute_time.describe(config, plan)) if t)
     if memory_estimate is not None:
         from tfbench.measure import memory
 

@@ -15,11 +15,12 @@ import strategies
 from cluster.launchers import resolved_task
 from cluster.plan.spec import ClusterPlan, TaskSpec
 from strategies import devices
+from tfbench.app import compute_time
 from tfbench.config import RunConfig
 from tfbench.config.errors import ConfigError
 from tfbench.framework import error_line
 from tfbench.loop import progress
-from tfbench.measure import startup
+from tfbench.measure import compute_cache, startup
 from tfbench.results import records
 from tfbench.results.rundir import RunDir
 
@@ -145,9 +146,10 @@ def run_benchmark(run: RunDir, config: RunConfig, plan: ClusterPlan, task: TaskS
         from tfbench.measure import sparse as sparse_wire
 
         sparse["wire_by_rule"] = sparse_wire.wire(sparse, config.traits, config.horovod_sparse_as_dense)
+    compute = compute_cache.record(config, compute_time.worker_cores(config, plan))
     for m in measurements:
         extra = dict(m.fields(), num_warmup_steps=config.num_warmup_steps, workload=workload.summary(config),
-                     **task_facts(run, plan, task, m))
+                     compute=compute, **task_facts(run, plan, task, m))
         if config.data_dir and m.role == "worker":  # the workers read; a coordinator only traces their pipeline
             extra["input_pipeline"] = input_pipeline(config, extra["cores"])
         extra.update({"sparse": sparse} if sparse else {})

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from tfbench.app.child_run import last_line, run_command
+from tfbench.app.child_run import command_flags, last_line, run_command
 from tfbench.config import RunConfig, knobs
 from tfbench.measure import environment, startup
 from tfbench.results import records, rundir, tuned
@@ -61,19 +61,6 @@ class Point:
 
     def label(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.knobs.items())
-
-
-def command_flags(config: RunConfig) -> List[str]:
-    """The flags that give `config` (those off RunConfig's defaults)."""
-    defaults, flags = RunConfig().to_dict(), []
-    for name, value in config.to_dict().items():
-        if value != defaults[name]:
-            if isinstance(value, bool):
-                value = "true" if value else "false"
-            elif isinstance(value, list):
-                value = ",".join(str(v) for v in value)
-            flags.append(f"--{name}={value}")
-    return flags
 
 
 def run_point(config: RunConfig, point: Point, points_dir: str) -> dict:

@@ -26,6 +26,9 @@ OPTIMIZERS = {
     "sgd": ("tf_keras.optimizers.legacy.SGD", "a scatter of the rows the step touched"),
     "sgd_v2": ("tf_keras.optimizers.SGD", "the whole table, whatever rows the step touched"),
 }
+# --compute: the forward and backward pass run, or a wait of their measured length (tfbench.loop.emulated)
+REAL_COMPUTE, EMULATED_COMPUTE = "real", "emulated"
+COMPUTE = (REAL_COMPUTE, EMULATED_COMPUTE)
 # Link rates (bits/s): the studies' networks (Graur's 1 Gbit Ethernet and 56 Gbit FDR InfiniBand)
 # and today's data-centre Ethernet, for the performance model's predictions (tools.model).
 LINK_PRESETS = {"1gbe": 10 ** 9, "10gbe": 10 ** 10, "25gbe": 25 * 10 ** 9, "100gbe": 100 * 10 ** 9,

@@ -1,15 +1,17 @@
 """The rules of the flags that switch on a feature and so combine with many others (stragglers,
-faults, checkpoints, bounded staleness, real data, elastic Horovod, precision): one function per
+faults, checkpoints, bounded staleness, real data, elastic Horovod, precision, emulated compute): one function per
 feature, each checking that feature against the rest of the config, the strategy's traits
 (tfbench.config.strategy_traits) and the kind of launch (tfbench.config.kinds). tfbench.config.validate
 calls them after each flag's own range and the strategy's rules, so that a new feature's rule is one
 function here, not lines inside validate()."""
 from __future__ import annotations
 
+import math
 import os
 
 from tfbench.config import faults as faults_lib
 from tfbench.config import strategy_traits
+from tfbench.config.choices import COMPUTE
 from tfbench.config.errors import ConfigError
 from tfbench.data import datasets, records
 from tfbench.framework import precision
@@ -104,6 +106,23 @@ def check_data(c) -> None:
     smallest = datasets.shard_size(c.dataset, c.num_workers)
     need(c.batch_size <= smallest, f"--batch_size={c.batch_size} is more than the {smallest} training images each of "
                                    f"the {c.num_workers} workers gets from {c.dataset}")
+
+
+def check_compute(c, kind) -> None:
+    """--compute and --compute_ms: an emulated step has no forward pass for XLA to compile and no
+    real gradient to learn from; its wait is measured on this machine unless given."""
+    need(c.compute in COMPUTE, f"--compute={c.compute!r} is unknown; choose {' or '.join(COMPUTE)}")
+    need(math.isfinite(c.compute_ms) and c.compute_ms >= 0,
+         f"--compute_ms must be 0 (measured) or positive milliseconds, got {c.compute_ms:g}")
+    if not c.emulated_compute:
+        need(c.compute_ms == 0, "--compute_ms applies to --compute=emulated only")
+        return
+    need(not c.xla, "--compute=emulated waits in a tf.data op, which XLA cannot compile: leave out --xla")
+    need(c.dataset == "synthetic", f"--compute=emulated makes gradients of the variables' shapes, not the model's: "
+                                   f"nothing learns, so --dataset={c.dataset} (convergence) needs --compute=real")
+    need(c.compute_ms > 0 or kind.tasks_here,
+         f"--compute=emulated {kind.where} needs --compute_ms: 0 measures this machine's compute, and the tasks "
+         f"run elsewhere")
 
 
 def check_input(c) -> None:

@@ -120,6 +120,14 @@ GROUPS: Tuple[Tuple[str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Performance", (
         ("string", "precision", "fp32, bf16 (CPUs with BF16 instructions, GPUs) or fp16 (GPUs, loss-scaled): "
                                 "Keras mixed precision, variables kept in fp32."),
+        ("string", "compute", "real: each worker computes its forward and backward pass; emulated: a wait that uses "
+                              "no CPU stands in for them (then gradients of the real variables' shapes), so that "
+                              "the strategy's communication and synchronisation run as in a real step while the "
+                              "cores stay free for them: many workers on few cores measure the protocol, not the "
+                              "machine."),
+        ("float", "compute_ms", "--compute=emulated: the wait per worker step in ms (e.g. a faster machine's compute); "
+                                "0: the compute a short real run of the same model, batch, mode and cores measures "
+                                "on this machine (run once, then cached per machine)."),
     )),
     ("Run control and output", (
         ("string", "logdir", "Directory holding one sub-directory per run."),

@@ -83,6 +83,8 @@ class RunConfig:
     link_jitter: float = 0.0  # ms, uniform around link_latency
     # Performance.
     precision: str = "fp32"  # fp32, bf16 or fp16 (Keras mixed precision; tfbench.framework.precision)
+    compute: str = "real"  # real, or emulated: each worker's forward and backward a wait (tfbench.loop.emulated)
+    compute_ms: float = 0.0  # emulated: the wait per worker step; 0: measured by a real run (tfbench.app.compute_time)
     straggler: str = ""  # "worker_1:2.0": that task runs 1/2.0 of the time (cluster.faults.straggler)
     fault: str = ""  # "worker_1:kill@5,worker_0:hang@8": applied by the launcher (tfbench.config.faults)
     checkpoint_every: int = 0  # multi_worker_mirrored: save every K steps; a killed worker restarts all from it
@@ -139,6 +141,11 @@ class RunConfig:
     @property
     def effective_source_image_size(self) -> int:
         return self.source_image_size or max(self.image_size, round(self.image_size * 300 / 224))
+
+    @property
+    def emulated_compute(self) -> bool:
+        """--compute=emulated: each worker's forward and backward pass is a wait (tfbench.loop.emulated)."""
+        return self.compute == choices.EMULATED_COMPUTE
 
     @property
     def straggler_task(self) -> str:

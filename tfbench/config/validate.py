@@ -165,6 +165,7 @@ def _check_features(c: RunConfig, kind: Kind, traits) -> None:
     feature_rules.check_data(c)
     feature_rules.check_input(c)
     feature_rules.check_elastic(c, kind, traits)
+    feature_rules.check_compute(c, kind)
 
 
 def _check_network(c: RunConfig) -> None:

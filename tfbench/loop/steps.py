@@ -4,12 +4,15 @@ train: loss, gradients, SGD update; forward: model(x, training=False) only; shap
 builder of a step's shape (train or forward, XLA, where compute ends) that every strategy calls
 with what differs. Losses are
 averaged over the global batch (tf.nn.compute_average_loss), so summing the replicas'
-gradients gives the gradient of the mean loss over the global batch.
+gradients gives the gradient of the mean loss over the global batch. Under --compute=emulated the
+model's forward and backward pass is a wait of the measured compute (tfbench.loop.emulated), and
+everything around it stays the strategy's.
 """
 from __future__ import annotations
 
 from tfbench.framework import precision
 from tfbench.framework.tf_import import keras, tf
+from tfbench.loop import emulated
 
 
 def sparse_categorical_loss(labels, logits):
@@ -24,12 +27,13 @@ def scaled_loss(model, features, labels, global_batch_size: int, loss=sparse_cat
 
 
 def gradients(model, features, labels, global_batch_size: int, tape_wrapper=None, optimizer=None,
-              loss=sparse_categorical_loss):
+              loss=sparse_categorical_loss, compute=None):
     """(loss, gradients of the trainable variables); `loss(labels, outputs)` is the workload's loss
     per example; `tape_wrapper` lets Horovod wrap the tape. An fp16 loss-scaling `optimizer` gets
-    its loss scaled and its gradients unscaled here."""
+    its loss scaled and its gradients unscaled here. `compute()`, when given, makes the loss on
+    the tape in place of the model (emulated compute)."""
     with tf.GradientTape() as tape:
-        loss = scaled_loss(model, features, labels, global_batch_size, loss)
+        loss = compute() if compute is not None else scaled_loss(model, features, labels, global_batch_size, loss)
         differentiated = precision.scale_loss(optimizer, loss)
     if tape_wrapper is not None:
         tape = tape_wrapper(tape)
@@ -55,15 +59,17 @@ def shaped(config, model, optimizer, features, labels, global_batch_size: int, *
     which compiles the step whole and has no timestamp inside it, 0.0 (no mark). A timestamp
     delays nothing."""
     no_mark = tf.constant(0.0, tf.float64)
+    emulate = config.emulated_compute
     if config.mode == "forward":
-        value = forward(model, features)
+        value = emulated.loss(config, model, features) if emulate else forward(model, features)
         value = value / forward_scale if forward_scale != 1 else tf.identity(value)
         if config.xla:
             return value, no_mark, None
         with tf.control_dependencies([value]):
             return value, tf.timestamp(), None
     loss, grads = gradients(model, features, labels, global_batch_size, tape_wrapper, optimizer,
-                            config.workload.per_example_loss)
+                            config.workload.per_example_loss,
+                            (lambda: emulated.loss(config, model, features)) if emulate else None)
     if config.xla:
         mark = no_mark
     elif marks is not None:

@@ -32,7 +32,10 @@ class Interval:
             raise ValueError(f"an interval needs low <= high, got [{self.low}, {self.high}]")
 
     def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
+        """Inside, ends included; a value equal to an end but for floating-point rounding (a
+        prediction that reproduces the point it was made from) counts as the end."""
+        slack = 1e-9 * max(abs(self.low), abs(self.high))
+        return self.low - slack <= value <= self.high + slack
 
     @property
     def width(self) -> float:

@@ -237,7 +237,7 @@ def cluster_record(run_id: str, task_records: Sequence[dict], extra: Optional[Di
     communication = comm.of_run(task_records, record["step_breakdown"])
     if communication:
         record["communication"] = communication
-    for key in ("workload", "input_pipeline"):  # what ran and what it read, as the tasks recorded it
+    for key in ("workload", "input_pipeline", "compute"):  # what ran, what it read and computed, as the tasks recorded it
         if tasks[0].get(key):
             record[key] = tasks[0][key]
     record.update(training_dynamics(task_records))

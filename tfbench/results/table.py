@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from tfbench.config import knobs
+from tfbench.config.choices import EMULATED_COMPUTE
 from tfbench.measure import breakdown, comm, sparse
 from tfbench.results import records
 
@@ -244,10 +245,16 @@ def recovery_line(entry: Dict) -> str:
 
 
 def performance_lines(config, cluster: dict, tasks: List[dict]) -> List[str]:
-    """Achieved FLOP/s against the peak, and the slowest task's start-up by phase."""
+    """Achieved FLOP/s against the peak (or the emulated compute's wait), and the slowest task's
+    start-up by phase."""
     from tfbench.measure import flops, startup
 
-    lines = [flops.render(flops.cluster_summary(cluster, tasks), config.mode)]
+    compute = cluster.get("compute") or {}
+    if compute.get("mode") == EMULATED_COMPUTE:  # no FLOP was computed: the step waited instead
+        lines = [f"compute: emulated, a wait of {compute['ms_per_worker_step']:.1f} ms per worker step in place of the "
+                 f"forward and backward pass, {compute['source']}; no FLOP/s"]
+    else:
+        lines = [flops.render(flops.cluster_summary(cluster, tasks), config.mode)]
     started = [t["startup"] for t in tasks if t.get("startup") and not t.get("joined_at_step")]
     if started:  # a Horovod elastic rank that joined late started late: not a start-up figure
         lines.append(startup.render(max(started, key=lambda s: s["total_s"])) + " (slowest task)")

@@ -25,12 +25,12 @@ from tfbench.perfmodel import cost, render
 from tfbench.perfmodel.dense import prediction, shards
 from tfbench.perfmodel.fitting import params as params_lib
 from tfbench.perfmodel.render import INTERVAL, NUMBER, TEXT, Column
-from tools.model import predict, predict_rows
+from tools.model import predict, predict_rows, pricing
 
 FLAGS = flags.FLAGS
 CANDIDATES = [str(n) for n in sorted({2 ** i for i in range(11)} | {3 * 2 ** i for i in range(9)}) if n <= 1024]
 COLUMNS = (Column("strategy", TEXT), Column("num_workers", NUMBER, 0), Column("nodes", NUMBER, 0),
-           Column("images_per_sec", INTERVAL, 1), Column("usd_per_million_images", INTERVAL, 2))
+           Column("images_per_sec", INTERVAL, 1))
 
 
 def define_flags() -> None:
@@ -69,12 +69,12 @@ def options() -> List[cost.Option]:
         counts, data, prices = predict.request()
         if prices.usd_per_node_hour is None:
             raise ConfigError("give --price_per_node_hour: the cheapest is a matter of price")
-        facts = predict.resolve(data)
-        refits = [predict.resolve(doc) for doc in params_lib.refits(data)] if data else []
         counted = predict.counted_memory()
         variables = (shards.from_records(variables_lib.variables(FLAGS.model, FLAGS.image_size, FLAGS.num_classes))
                      if strategy == "parameter_server" else None)
         model = predict_rows.Model(counted, variables)
+        facts = model.prepare(predict.resolve(data))
+        refits = [predict.resolve(doc) for doc in params_lib.refits(data)] if data else []
         scatter = predict_rows.scatter_of(data, refits)
         found += [cost.Option(label(strategy), n, model.nodes(n), model.interval(n, facts, refits, scatter))
                   for n in counts]
@@ -102,11 +102,12 @@ def main(argv) -> int:
     price, target = FLAGS.price_per_node_hour, FLAGS.target_rate
     reaching = sorted((o for o in found if o.rate.point >= target),
                       key=lambda o: (cost.usd_per_million(o.rate.point, o.nodes, price), o.nodes))
+    prices = pricing.prices()
     rows = [{"strategy": o.label, "num_workers": o.workers, "nodes": o.nodes, "images_per_sec": o.rate,
-             "usd_per_million_images": cost.per_unit(o.rate, o.nodes, cost.Prices(price))["usd_per_million_images"]}
-            for o in reaching]
+             **cost.per_unit(o.rate, o.nodes, prices)} for o in reaching]
     answers = [answer(cost.cheapest(found, target, price, sure), target, sure) for sure in (False, True)]
-    print(render.render(rows, COLUMNS, FLAGS.format, answers if FLAGS.format == "json" else ()))
+    columns = list(COLUMNS) + pricing.columns(prices)
+    print(render.render(rows, columns, FLAGS.format, answers if FLAGS.format == "json" else ()))
     if FLAGS.format != "json":
         print("\n".join(answers), file=sys.stdout if FLAGS.format == "table" else sys.stderr)
     return 0

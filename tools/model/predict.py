@@ -232,10 +232,16 @@ def resolve(data: Optional[dict]) -> dict:
     overhead_s, overhead_source = _seconds("overhead_ms", data, "overhead_s", key)
     share = params_lib.strategy_value(data, "link_efficiency", key) if data else None
     chi = params_lib.strategy_value(data, "duplex_chi", key) if data else None
-    assumed = {name for name, known in (("share", share), ("chi", chi or FLAGS["duplex_chi"].present)) if not known}
-    return {"ms": ms, "compute_source": compute_source, "link": link, "apply": (apply_s, apply_source),
-            "overhead": (overhead_s, overhead_source), "assumed": assumed,
+    phi = ((f.overlap_phi, "given (--overlap_phi)") if f["overlap_phi"].present else
+           (1.0, "the fit's runs (tfbench's steps overlap none of their communication with compute)") if data else None)
+    known = {"share": share, "chi": chi or f["duplex_chi"].present, "phi": phi,
+             "apply_s": f["ps_apply_ms"].present or (data and params_lib.strategy_value(data, "ps_apply_s", key)),
+             "overhead_s": f["overhead_ms"].present or (data and params_lib.strategy_value(data, "overhead_s", key))}
+    assumed = {name for name, value in known.items() if not value}
+    return {"ms": ms, "compute_source": compute_source, "link": link, "link_measured": measured is not None,
+            "apply_s": (apply_s, apply_source), "overhead_s": (overhead_s, overhead_source), "assumed": assumed,
             "share": (share["value"], runs_text(share["from_runs"])) if share else (1.0, "none fitted: all of beta"),
+            "phi": phi or (f.overlap_phi, "the default (--overlap_phi)"),
             "chi": ((FLAGS.duplex_chi, "given (--duplex_chi)") if FLAGS["duplex_chi"].present else
                     (chi["value"], runs_text(chi["from_runs"])) if chi else
                     (FLAGS.duplex_chi, "the default (--duplex_chi; a params file fitted on synchronous ps runs sets it)"))}

@@ -3,9 +3,10 @@
 its step, parts, rate as `predicted [low, high]`, bottleneck and, with prices, its cost.
 
 The interval: with a parameters file that keeps its refits (tools.model fit), 90% of each refit's
-prediction times a new run's scatter (tfbench.perfmodel.fitting.spread); a share the file and the command
-line leave unset (the protocol's share of beta, a synchronous ps's chi) is taken over the range
-tfbench has measured (tfbench.perfmodel.fitting.measured) and the interval spans every end of it.
+prediction times a new run's scatter (tfbench.perfmodel.fitting.spread); what the file and the
+command line leave unset (the protocol's share of beta, a synchronous ps's chi, the overhead, the
+ps's apply, the overlap of communication with compute) takes its point and range by the no-fit rule
+(tfbench.perfmodel.fitting.nofit, from what tfbench's fits measured) and the interval spans every end.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from absl import flags
 
 from tfbench.perfmodel import cost, intervals
 from tfbench.perfmodel.dense import prediction, shards, sync_step, terms
-from tfbench.perfmodel.fitting import measured
+from tfbench.perfmodel.fitting import measured, nofit
 from tfbench.perfmodel.fitting import params as params_lib
 from tfbench.perfmodel.fitting import spread as spread_lib
 from tfbench.perfmodel.dense.equations import SEPARATE
@@ -30,7 +31,7 @@ FLAGS = flags.FLAGS
 PS_ONLY = ("num_ps", "ps_placement", "ps_sync", "ps_apply_ms")
 ASSUMPTIONS = ("compute per worker constant in N (strong scaling: c0 + c x G/N)", "no contention beyond the named "
                "links and the core (full bisection unless given)", "overlap of communication with computation as "
-               "--overlap_phi says (1: none)", "stragglers only as --compute_cv says (0: none)",
+               "--overlap_phi says (1: none), or with nothing fitted ranged from none to all", "stragglers only as --compute_cv says (0: none)",
                "devices inside a node aggregate before the network")
 def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None) -> List[str]:
     f, s, link = FLAGS, setting, facts["link"]
@@ -76,24 +77,25 @@ def header(setting: prediction.Setting, counted: dict, facts: dict, placed=None)
                                         if f.global_batch_size else ""),
         f"duplex chi = {facts['chi'][0]:.3g} (share of a link's two directions that does not overlap), "
         f"{facts['chi'][1]}",
-        f"terms: overlap phi = {f.overlap_phi:g}, per-message cost {f.per_message_us:g} us, stragglers compute "
+        f"terms: overlap phi = {facts['phi'][0]:g} ({facts['phi'][1]}), per-message cost {f.per_message_us:g} us, stragglers compute "
         f"cv = {f.compute_cv:g} (given or default)",
     ]
     if s.strategy == "parameter_server":
         lines.append(f"ps apply = {s.ps_apply_s * 1e3:g} ms per update of |w| (each shard 1/k of it), "
-                     f"{facts['apply'][1]}")
-    lines += [f"overhead = {s.overhead_s * 1e3:g} ms per step, {facts['overhead'][1]}", f"step: {step}"]
+                     f"{facts['apply_s'][1]}")
+    lines += [f"overhead = {s.overhead_s * 1e3:g} ms per step, {facts['overhead_s'][1]}", f"step: {step}"]
     return lines
 
 
-def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, compute_s: float, chi: float):
+def _extra(placed, fabric_bps: float, nodes_for_core: int, link_beta: float, compute_s: float, chi: float,
+           phi: float):
     f = FLAGS
     fabric = (f.fabric_capacity * 1e9 / 8 if f.fabric_capacity else
               terms.fabric_capacity(nodes_for_core, link_beta, f.oversubscription) if f.oversubscription else None)
     return sync_step.Extra(
         shard_bytes=placed.shard_bytes if placed is not None else None,
         shard_variables=placed.shard_variables if placed is not None else None,
-        devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=chi, phi=f.overlap_phi,
+        devices_per_node=f.devices_per_node, intra_node=f.intra_node_link, chi=chi, phi=phi,
         per_message_s=f.per_message_us / 1e6, sigma_s=f.compute_cv * compute_s, fabric=fabric)
 
 
@@ -106,20 +108,12 @@ def core_binds(s: prediction.Setting) -> str:
 
 
 def _with(facts: dict, values: Dict[str, float]) -> dict:
-    """The facts with some values replaced (a corner of the measured shares)."""
+    """The facts with some values replaced (a corner of the unknowns' ranges)."""
     return {**facts, **{name: (value, facts[name][1]) for name, value in values.items()}}
 
 
-def corners(facts: dict) -> List[Dict[str, float]]:
-    """Every combination of the ends of the measured range of each share the facts assume
-    (measured.ranges), the assumed value itself included; [{}] when none is assumed."""
-    key = params_lib.strategy_key(FLAGS.strategy, FLAGS.ps_sync)
-    ranged = {name: r for name, r in measured.ranges(key).items() if name in facts["assumed"]}
-    ends = [sorted({r[0], r[1], facts[name][0]}) for name, r in ranged.items()]
-    return [dict(zip(ranged, values)) for values in itertools.product(*ends)]
-
-
-def interval_lines(facts: dict, refits: List[dict], data: Optional[dict]) -> List[str]:
+def interval_lines(facts: dict, refits: List[dict], data: Optional[dict], unknowns: Dict[str, nofit.Unknown]
+                   ) -> List[str]:
     """How the intervals were made."""
     lines = []
     if refits:
@@ -130,15 +124,11 @@ def interval_lines(facts: dict, refits: List[dict], data: Optional[dict]) -> Lis
     elif FLAGS.params:
         lines.append("interval: the parameters file keeps no refits (fitted before tfbench kept them): no spread "
                      "from the fit")
-    key = params_lib.strategy_key(FLAGS.strategy, FLAGS.ps_sync)
-    ranged = {name: r for name, r in measured.ranges(key).items() if name in facts["assumed"]}
-    if ranged:
-        spans = ", ".join(f"{measured.NAMES[n]} {lo:g}-{hi:g} (and the assumed {facts[n][0]:g})"
-                          for n, (lo, hi) in ranged.items())
-        lines.append(f"interval: every prediction over the measured {spans}; {measured.SOURCE}")
+    if unknowns:
+        lines.append(f"interval: every prediction over the ranges of what nothing here fits, each point by the "
+                     f"no-fit rule (tfbench.perfmodel.fitting.nofit): {nofit.describe(unknowns)}; {measured.SOURCE}")
     elif not refits:
-        lines.append(f"interval: none: nothing fitted and no measured protocol share for {key}; the interval is the "
-                     "point")
+        lines.append("interval: none: nothing is fitted and nothing is left unknown; the interval is the point")
     return lines
 
 
@@ -150,6 +140,17 @@ class Model:
         self.counted, self.variables = counted, variables
         self.w = float(sum(v.nbytes for v in variables if v.trainable)) if variables else 4.0 * counted["params"]
         self._placed: Dict[int, shards.Placement] = {}
+
+    def unknowns(self, facts: dict) -> Dict[str, nofit.Unknown]:
+        """What the facts leave unknown, with its point and range by the no-fit rule."""
+        key = params_lib.strategy_key(FLAGS.strategy, FLAGS.ps_sync)
+        return nofit.unknowns(key, self.w, sorted(facts["assumed"]), link_measured=facts["link_measured"])
+
+    def prepare(self, facts: dict) -> dict:
+        """The facts with every unknown at the no-fit rule's point, its source saying so."""
+        found = self.unknowns(facts)
+        return {**facts, **{name: (u.point, f"no fit: the rule's point in [{u.low:.3g}, {u.high:.3g}] "
+                                            "(tfbench.perfmodel.fitting.nofit)") for name, u in found.items()}}
 
     def num_ps(self, n: int) -> int:
         return terms.nodes(n, FLAGS.devices_per_node) if FLAGS.ps_per_worker else (FLAGS.num_ps or 1)
@@ -165,27 +166,29 @@ class Model:
         link = facts["link"].link.with_beta_share(facts["share"][0])
         compute = f.batch_size * facts["ms"] / 1e3 + (f.compute_ms_per_step / 1e3 if f.global_batch_size else 0.0)
         k = self.num_ps(n)
-        extra = _extra(self.placed(k), 0.0, terms.nodes(n, f.devices_per_node), link.beta, compute, facts["chi"][0])
+        extra = _extra(self.placed(k), 0.0, terms.nodes(n, f.devices_per_node), link.beta, compute, facts["chi"][0],
+                       facts["phi"][0])
         return prediction.Setting(
             strategy=f.strategy, w_bytes=self.w, compute_s=compute, batch_size=f.batch_size, link=link, num_ps=k,
-            ps_placement=f.ps_placement, ps_sync=f.ps_sync, ps_apply_s=facts["apply"][0],
-            overhead_s=facts["overhead"][0], extra=extra, global_batch_size=f.global_batch_size,
+            ps_placement=f.ps_placement, ps_sync=f.ps_sync, ps_apply_s=facts["apply_s"][0],
+            overhead_s=facts["overhead_s"][0], extra=extra, global_batch_size=f.global_batch_size,
             compute_per_step_s=f.compute_ms_per_step / 1e3)
 
     def rate(self, n: int, facts: dict) -> float:
         return prediction.point(self.setting(n, facts), n).images_per_sec
 
     def interval(self, n: int, facts: dict, refits: List[dict], scatter: Optional[spread_lib.Scatter]):
-        """The rate at N: 90% of the refits' samples at each corner of the measured shares, spanned."""
-        found = []
-        for corner in corners(facts):
+        """The rate at N: 90% of the refits' samples, spanned over the corners of the unknowns'
+        ranges; without refits, the range over those corners."""
+        found = self.unknowns(facts)
+        if not refits:
+            return nofit.span(lambda corner: self.rate(n, _with(facts, corner)), found)
+        spans = []
+        for corner in nofit.corners(found):
             at = _with(facts, corner)
-            if refits:
-                spread = spread_lib.Spread(at, tuple(_with(r, corner) for r in refits), scatter, len(scatter.errors))
-                found.append(spread.interval(lambda fx: self.rate(n, fx)))
-            else:
-                found.append(intervals.exact(self.rate(n, at), "the range over the measured protocol shares"))
-        return intervals.span(self.rate(n, facts), found, found[0].basis)
+            spread = spread_lib.Spread(at, tuple(_with(r, corner) for r in refits), scatter, len(scatter.errors))
+            spans.append(spread.interval(lambda fx: self.rate(n, fx)))
+        return intervals.span(self.rate(n, facts), spans, spans[0].basis)
 
     def nodes(self, n: int) -> int:
         separate = self.num_ps(n) if FLAGS.strategy == "parameter_server" and FLAGS.ps_placement == SEPARATE else 0
@@ -196,6 +199,7 @@ class Model:
         """(header lines, rows, columns) of the asked worker counts; the rate and cost columns
         are named after the unit of work (unit.rate, unit.usd, unit.joules)."""
         scatter = scatter_of(data, refits)
+        facts = self.prepare(facts)
         rate_1 = self.rate(1, facts)
         rows = []
         for n in counts:
@@ -210,7 +214,8 @@ class Model:
         pricing.add(rows, prices, unit.rate, unit=unit)
         last = max(counts)
         lines = header(self.setting(last, facts), self.counted, facts, self.placed(self.num_ps(last)))
-        lines += interval_lines(facts, refits, data) + ([pricing.line(prices)] if prices.given else [])
+        lines += interval_lines(facts, refits, data, self.unknowns(facts)) + ([pricing.line(prices)] if prices.given
+                                                                              else [])
         return lines, rows, columns(FLAGS.strategy, prices, unit)
 
 

@@ -35,7 +35,7 @@ from tfbench.config.errors import ConfigError
 from tfbench.measure import variables as variables_lib
 from tfbench.workloads.images import MODELS
 from tfbench.perfmodel import cost, intervals, render
-from tfbench.perfmodel.curves import clusterfit, clusterspread, published
+from tfbench.perfmodel.curves import clusterfit, clusternofit, clusterspread, published
 from tfbench.perfmodel.dense import shards, terms
 from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
 from tools.model import pricing
@@ -54,7 +54,8 @@ ASSUMPTIONS = (
 COLUMNS = (Column("cluster", TEXT), Column("gpus", NUMBER, 0), Column("nodes", NUMBER, 0), Column("num_ps", NUMBER, 0),
            Column("mode", TEXT), Column("role", TEXT), Column("measured_images_per_sec", NUMBER, 2),
            Column("predicted_images_per_sec", INTERVAL, 2), Column("error", ERROR), Column("bottleneck", TEXT),
-           Column("busiest_host_MB", NUMBER, 1))
+           Column("busiest_host_MB", NUMBER, 1), Column("nofit_images_per_sec", INTERVAL, 2),
+           Column("nofit_error", ERROR))
 
 
 def define_flags() -> None:
@@ -119,14 +120,16 @@ def _params_lines(name: str, prof: clusterspread.Profile, fitted: Sequence[clust
             f"GPUs; the fitted points' scatter {prof.scatter(prof.best):.1%} ({prof.dof} degrees of freedom)"]
 
 
-def _row(name: str, prof: clusterspread.Profile, q: clusterfit.Point, role: str) -> dict:
+def _row(name: str, prof: clusterspread.Profile, q: clusterfit.Point, role: str, nf: clusternofit.NoFit) -> dict:
     found = prof.interval(q, FLAGS.point_rule)
     parts = prof.cluster.parts(q, prof.point(q, FLAGS.point_rule)[1])
     measured = q.images_per_sec if role != "predicted" else None
+    unfitted = nf.interval(q)
     return {"cluster": name, "gpus": q.gpus, "nodes": terms.nodes(q.gpus, q.devices_per_node), "num_ps": q.num_ps,
             "mode": q.mode, "role": role, "measured_images_per_sec": measured, "predicted_images_per_sec": found,
             "error": (found.point - measured) / measured if measured else None, "bottleneck": parts.bottleneck,
-            "busiest_host_MB": parts.busiest_bytes / 1e6}
+            "busiest_host_MB": parts.busiest_bytes / 1e6, "nofit_images_per_sec": unfitted,
+            "nofit_error": (unfitted.point - measured) / measured if measured else None}
 
 
 def _check_common() -> float:
@@ -152,14 +155,29 @@ def _bytes_per_s(flag: str) -> float:
 
 
 def summary_lines(rows: Sequence[dict]) -> List[str]:
-    """The median and largest error over the held-out rows, and their coverage."""
+    """The median and largest error over the held-out rows, and their coverage; then the no-fit
+    path's over every measured point and over those its compute did not come from."""
     held = [r for r in rows if r["role"] == "held out"]
     if not held:
-        return ["median abs error = n/a (every measured point was fitted)"]
-    errors = [abs(r["error"]) for r in held]
-    covered = intervals.coverage([(r["measured_images_per_sec"], r["predicted_images_per_sec"]) for r in held])
-    return [f"median abs error = {statistics.median(errors):.1%}, max abs error = {max(errors):.1%} over "
-            f"{len(errors)} held-out points (point rule: {FLAGS.point_rule})", intervals.coverage_line(covered)]
+        lines = ["median abs error = n/a (every measured point was fitted)"]
+    else:
+        errors = [abs(r["error"]) for r in held]
+        covered = intervals.coverage([(r["measured_images_per_sec"], r["predicted_images_per_sec"]) for r in held])
+        lines = [f"median abs error = {statistics.median(errors):.1%}, max abs error = {max(errors):.1%} over "
+                 f"{len(errors)} held-out points (point rule: {FLAGS.point_rule})", intervals.coverage_line(covered)]
+    measured = [r for r in rows if r["role"] != "predicted"]
+    smallest = {r["cluster"]: min(q["gpus"] for q in measured if q["cluster"] == r["cluster"]) for r in measured}
+    for scope, chosen in (("every measured point", measured),
+                          ("the points its compute did not come from", [r for r in measured
+                                                                       if r["gpus"] > smallest[r["cluster"]]])):
+        if not chosen:
+            continue
+        errors = [abs(r["nofit_error"]) for r in chosen]
+        covered = intervals.coverage([(r["measured_images_per_sec"], r["nofit_images_per_sec"]) for r in chosen])
+        lines.append(f"no fit (compute from the smallest point, the nominal link, the rest by tfbench's no-fit rule), "
+                     f"{scope}: median abs error = {statistics.median(errors):.1%}; "
+                     + intervals.coverage_line(covered).replace("held-out points", "points"))
+    return lines
 
 
 def emit(rows: List[dict], facts: List[str], closing: List[str], prices: cost.Prices) -> None:
@@ -199,7 +217,8 @@ def published_main(argv) -> int:
         prof = clusterspread.profile(cluster, fitted, line_rate["line_rate_bps"] / 8, fabric=fabric,
                                      intra_node=FLAGS.intra_node_link)
         facts += _params_lines(name, prof, fitted) + [f"{name}: line rate: {line_rate['line_rate_source']}"]
-        rows += [_row(name, prof, q, "fitted" if q.gpus <= FLAGS.fit_up_to else "held out") for q in points]
+        nf = clusternofit.of(cluster, points, line_rate["line_rate_bps"] / 8, fabric, FLAGS.intra_node_link)
+        rows += [_row(name, prof, q, "fitted" if q.gpus <= FLAGS.fit_up_to else "held out", nf) for q in points]
     facts.append("assumptions: " + "; ".join(ASSUMPTIONS))
     emit(rows, facts, summary_lines(rows), prices)
     return 0
@@ -247,9 +266,10 @@ def cluster_main(argv) -> int:
         return clusterfit.Point(n, template.devices_per_node, nodes if FLAGS.ps_on_every_node else FLAGS.num_ps or 1,
                                 template.mode, 0.0, template.batch_size)
 
-    rows = [_row("csv", prof, q, "fitted" if q.gpus <= FLAGS.fit_up_to else "held out") for q in points]
+    nf = clusternofit.of(cluster, points, beta or ceiling, fabric, FLAGS.intra_node_link)
+    rows = [_row("csv", prof, q, "fitted" if q.gpus <= FLAGS.fit_up_to else "held out", nf) for q in points]
     asked = [at(n) for n in counts]
-    rows += [_row("csv", prof, q, "predicted") for q in asked]
+    rows += [_row("csv", prof, q, "predicted", nf) for q in asked]
     largest = max(q.gpus for q in fitted)
     candidates = [at(g) for g in (2 * largest, 4 * largest, 8 * largest) if g <= max(counts)]
     narrower = clusterspread.narrowing(prof, fitted, asked, candidates, fabric, FLAGS.intra_node_link)

@@ -3,7 +3,10 @@ fitted on the runs of DIR with few workers (--fit_max_workers, default 4) and ju
 more, which it never saw; then the crossover: from how many workers the parameter server is ahead.
 
 Reads every finished run of a recommender workload on emulated hosts below DIR (their records'
-`workload` and `sparse` facts, the step split's compute and the probed link rate).
+`workload` and `sparse` facts, the step split's compute and the probed link rate). Prints a row per
+held-out run (measured, predicted [90%], error), then the crossover per setting, `median abs error
+= X%` and the coverage; --format=csv or json as every verb, --price_per_node_hour and
+--watts_per_node add each rate's cost (a node per worker).
 """
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from typing import Dict, List, Sequence, Tuple
 from absl import flags
 
 from tfbench.config.errors import ConfigError
-from tfbench.perfmodel import intervals, protocols
+from tfbench.perfmodel import cost, intervals, protocols, render
+from tfbench.perfmodel.render import ERROR, INTERVAL, NUMBER, TEXT, Column
 from tfbench.perfmodel.sparse import recommender as rec
+from tools.model import pricing
 from tools.rundirs.runs import Run, find_runs
 
 FLAGS = flags.FLAGS
@@ -27,10 +32,19 @@ def define_flags() -> None:
     flags.DEFINE_integer("fit_max_workers", 4, "Fit on the runs with at most this many workers; predict the others.")
     flags.DEFINE_list("crossover_workers", ["2", "4", "8", "16", "32", "64"],
                       "Worker counts the crossover is looked for at.")
+    if "format" not in FLAGS:
+        flags.DEFINE_string("format", "table", "table, csv or json.")
+    pricing.define_flags()
+
+
+UNIT = cost.Unit("examples", "example")
+COLUMNS = (Column("zipf_alpha", NUMBER, 2), Column("id_layout", TEXT), Column("strategy", TEXT), Column("num_workers", NUMBER, 0),
+           Column("measured_examples_per_sec", NUMBER, 1), Column("predicted_examples_per_sec", INTERVAL, 1),
+           Column("error", ERROR))
 
 
 def help_groups():
-    return [("Recommender", ["fit_max_workers", "crossover_workers"])]
+    return [("Recommender", ["fit_max_workers", "crossover_workers"]), ("Cost", pricing.NAMES), ("Output", ["format"])]
 
 
 def setting_of(workload: dict, config: dict) -> rec.Setting:
@@ -95,13 +109,18 @@ def judged(found: Sequence[rec.Observation], max_n: int) -> List[Tuple[rec.Obser
     return out
 
 
-def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int]) -> List[str]:
-    lines = [f"recommender step model: fitted on runs with at most {max_n} workers, per setting and strategy"]
-    rows = judged(found, max_n)
-    for o, predicted, error in sorted(rows, key=lambda r: (r[0].setting.zipf_alpha, r[0].strategy, r[0].n)):
-        lines.append(f"  zipf {o.setting.zipf_alpha:g} {o.setting.id_layout} {o.strategy} N={o.n}: measured "
-                     f"{o.rate:.1f}, predicted "
-                     f"{predicted.text(1)} examples/sec ({error:+.1%})")
+def table(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int], prices: cost.Prices):
+    """(rows of the held-out runs, their columns, the closing lines: crossovers, error, coverage)."""
+    order = lambda r: (r[0].setting.zipf_alpha, r[0].setting.id_layout, r[0].strategy, r[0].n)  # noqa: E731
+    judged_rows = sorted(judged(found, max_n), key=order)
+    rows = [{"zipf_alpha": o.setting.zipf_alpha, "id_layout": o.setting.id_layout, "strategy": o.strategy,
+             "num_workers": o.n, "nodes": o.n, "measured_examples_per_sec": o.rate, "predicted_examples_per_sec": predicted, "error": error}
+            for o, predicted, error in judged_rows]
+    columns = list(COLUMNS)
+    if prices.given:
+        pricing.add(rows, prices, "predicted_examples_per_sec", "measured_examples_per_sec", UNIT)
+        columns += [Column("nodes", NUMBER, 0)] + pricing.columns(prices, measured=True, unit=UNIT)
+    lines = []
     for setting in sorted({o.setting for o in found}, key=lambda s: (s.zipf_alpha, s.id_layout)):
         same = [o for o in found if o.setting == setting]
         fits = rec.fit_all(same, max_n)
@@ -117,11 +136,12 @@ def render(found: Sequence[rec.Observation], max_n: int, workers: Sequence[int])
         if rec.HYBRID in kinds.values():
             lines.append(f"zipf {setting.zipf_alpha:g} {setting.id_layout}: "
                          f"{hybrid_verdict(fits, kinds, setting, beta, workers)}")
-    errors = [abs(e) for _, _, e in rows]
+    errors = [abs(r["error"]) for r in rows]
     lines.append(f"median abs error = {statistics.median(errors):.1%} over {len(errors)} held-out runs"
                  if errors else "median abs error = n/a: no run with more workers than the fit's")
-    lines.append(intervals.coverage_line(intervals.coverage([(o.rate, predicted) for o, predicted, _ in rows])))
-    return lines
+    lines.append(intervals.coverage_line(intervals.coverage(
+        [(r["measured_examples_per_sec"], r["predicted_examples_per_sec"]) for r in rows])))
+    return rows, columns, lines
 
 
 def hybrid_verdict(fits, kinds, setting: rec.Setting, beta: float, workers: Sequence[int]) -> str:
@@ -144,11 +164,20 @@ def main(argv) -> int:
                               f"{','.join(FLAGS.crossover_workers)}") from None
         if not workers or workers[0] < 2:
             raise ConfigError("--crossover_workers must be 2 or more workers each")
+        if FLAGS.format not in render.FORMATS:
+            raise ConfigError(f"--format={FLAGS.format!r} is unknown; choose one of {', '.join(render.FORMATS)}")
+        prices = pricing.prices()
         found, skipped = observations(argv[1])
     except ConfigError as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    print("\n".join(render(found, FLAGS.fit_max_workers, workers)))
-    for run_id, why in skipped:
-        print(f"not used: {run_id}: {why}")
+    rows, columns, lines = table(found, FLAGS.fit_max_workers, workers, prices)
+    facts = [f"recommender step model: fitted on runs with at most {FLAGS.fit_max_workers} workers, per setting and "
+             f"strategy; each held-out run predicted with its {intervals.LEVEL:.0%} interval"]
+    facts += [f"not used: {run_id}: {why}" for run_id, why in skipped] + ([pricing.line(prices)] if prices.given
+                                                                         else [])
+    print("\n".join(facts), file=sys.stdout if FLAGS.format == "table" else sys.stderr)
+    print(render.render(rows, columns, FLAGS.format, facts + lines if FLAGS.format == "json" else ()))
+    if FLAGS.format != "json":
+        print("\n".join(lines), file=sys.stdout if FLAGS.format == "table" else sys.stderr)
     return 0

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
+from tfbench.config.choices import EMULATED_COMPUTE
 from tfbench.config.errors import ConfigError
 from tfbench.perfmodel import cost, intervals, render
 from tfbench.perfmodel.dense import prediction
@@ -180,6 +181,18 @@ def memory_line(memory: Sequence[Tuple[str, int, float, float]]) -> str:
             "counted in every task)")
 
 
+def compute_line(observations: Sequence[Observation]) -> str:
+    """What the runs' compute was, and what that means for the cores the workers share."""
+    if observations and observations[0].compute == EMULATED_COMPUTE:
+        return ("compute: emulated (--compute=emulated): each worker's forward and backward pass a wait that uses no "
+                "CPU, so workers sharing this machine's cores do not slow each other's compute; the cores are left "
+                "to the protocol (gRPC, collectives, the ps's apply)")
+    most = max((o.num_workers for o in observations), default=1)
+    return (f"compute: real: up to {most} workers share this machine's cores, their compute corrected by each run's "
+            "core share (the mean number of workers pinned to a worker's cores); their gRPC threads and the ps's "
+            "apply queue for the same cores, which no correction removes")
+
+
 def table(found: Sequence[scale_lib.Row], fmt: str = "table", prices: Optional[cost.Prices] = None,
           facts: Sequence[str] = (), hosts: Optional[Dict[str, int]] = None) -> str:
     values = [{"strategy": r.strategy, "workers": r.num_workers, "use": "held out" if r.held_out else "fitted",
@@ -232,12 +245,15 @@ def main(argv) -> int:
             raise ConfigError(f"--format={FLAGS.format!r} is unknown; choose one of {', '.join(render.FORMATS)}")
         prices = pricing.prices()
         found, skipped = fit.observations([argv[1]])
+        if len({o.compute for o in found}) > 1:
+            raise ConfigError(f"{argv[1]} holds runs of real and of emulated compute: fit each series apart")
         fitted = fits(found, FLAGS.fit_up_to)
         result = rows(found, FLAGS.fit_up_to, fitted)
     except (ConfigError, ValueError, params_lib.ParamsError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    lines = trend_lines(result) + [""] + parameter_lines(fitted.point) + [f"intervals: {fitted.basis}", ""]
+    lines = trend_lines(result) + [""] + [compute_line(found)] + parameter_lines(fitted.point)
+    lines += [f"intervals: {fitted.basis}", ""]
     lines += bytes_lines(found) + [f"not used: {run_id}: {why}" for run_id, why in skipped]
     memory = memory_mb([argv[1]])
     lines += [memory_line(memory)] if memory else []

@@ -207,14 +207,16 @@ class Comparison:
         return self.b.rate / a if a > 0 else float("nan")
 
 
-def compare(points: Sequence[Point], column: str, a_value, b_value) -> List[Comparison]:
-    """Every pair of points equal except for column = a_value vs b_value."""
-    by_key = {p.key: p for p in points}
+def compare(points: Sequence[Point], column: str, a_value, b_value, settled: Sequence[str] = ()) -> List[Comparison]:
+    """Every pair of points equal except for column = a_value vs b_value (and the `settled` keys,
+    which follow from the column's value: e.g. the wait of emulated compute)."""
+    loose = lambda config: _key({k: v for k, v in config.items() if k not in settled})  # noqa: E731
+    by_key = {loose(p.config): p for p in points}
     pairs = []
     for p in points:
         if p.config.get(column) != a_value:
             continue
-        other = by_key.get(_key({**p.config, column: b_value}))
+        other = by_key.get(loose({**p.config, column: b_value}))
         if other is not None:
             pairs.append(Comparison(column, p, other))
     return pairs

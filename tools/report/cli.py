@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from tfbench.config import helptext
+from tfbench.config.choices import EMULATED_COMPUTE, REAL_COMPUTE
 from tools.report import (
     aggregate,
     convergence_section,
@@ -31,7 +32,9 @@ from tools.rundirs.runs import Run, find_runs, read_monitor
 from tools.rundirs.sweep_state import FAILED, find_sweep
 
 FLAGS = flags.FLAGS
-COMPARISONS = (("Hard vs soft placement", "placement", "soft", "hard"), ("CPU vs GPU", "device", "cpu", "gpu"))
+# (title, column, a, b, the keys that follow from the column's value)
+COMPARISONS = (("Hard vs soft placement", "placement", "soft", "hard", ()), ("CPU vs GPU", "device", "cpu", "gpu", ()),
+               ("Emulated vs real compute", "compute", REAL_COMPUTE, EMULATED_COMPUTE, ("compute_ms",)))
 POINT_PLOTS = (("throughput vs workers", "throughput_vs_workers.png", plots.throughput_vs_workers),
                ("seconds per batch vs batch size", "seconds_per_batch.png", plots.seconds_per_batch),
                ("scaling efficiency vs workers", "scaling_efficiency.png", plots.scaling_efficiency),
@@ -58,7 +61,8 @@ def build(root: str, out: Optional[str] = None) -> Report:
     results_csv.write(os.path.join(out, "results.csv"),
                       results_csv.rows(runs, aggregate.run_efficiency(points), root))
     failures = retried(failed_runs(runs) + failed_sweep_points(root), points)
-    comparisons = [(title, aggregate.compare(points, column, a, b)) for title, column, a, b in COMPARISONS]
+    comparisons = [(title, aggregate.compare(points, column, a, b, settled))
+                   for title, column, a, b, settled in COMPARISONS]
     written = _plots(runs, points, out) + convergence_section.plots(points, out)
     if split_section.plot(points, os.path.join(out, "step_split.png")):
         written.append(("where each global step's time goes", "step_split.png"))

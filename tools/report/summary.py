@@ -6,6 +6,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfbench.config import knobs
+from tfbench.config.choices import EMULATED_COMPUTE
 from tools.report.aggregate import Comparison, Point, order_key, rate_label, varying
 from tools.report.findings import findings
 
@@ -89,6 +90,10 @@ def _headline(points: Sequence[Point]) -> str:
         parts.append(f"Model {shared['model']}" + (f" at {shared['image_size']} px" if "image_size" in shared else ""))
     if "num_warmup_steps" in shared and "num_steps" in shared:
         parts.append(f"{shared['num_warmup_steps']} warm-up + {shared['num_steps']} measured steps per run")
+    computes = {(p.config.get("compute") or "real", p.config.get("compute_ms")) for p in points}
+    if len(computes) == 1 and next(iter(computes))[0] == EMULATED_COMPUTE:
+        parts.append(f"compute emulated: a wait of {next(iter(computes))[1]:.1f} ms per worker step in place of the "
+                     f"forward and backward pass")
     commits = sorted({r.commit for p in points for r in p.runs if r.commit})
     if commits:
         parts.append(f"measured at tfbench {', '.join(commits)}")

@@ -24,8 +24,8 @@ from tfbench.results import tuned
 # repeats of one point are spread over the sweep rather than measured back to back.
 AXES = ("model", "image_size", "mode", "strategy", "num_workers", "num_local_devices", "num_ps", "ps_placement",
         "ps_sync", "ps_staleness_bound", "batch_size", "placement", "device", "network", "link_bandwidth",
-        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "straggler", "zipf_alpha", "embedding_rows",
-        "id_layout", "optimizer")
+        "link_latency", "launcher", "slurm_nodes", "precision", "xla", "compute", "straggler", "zipf_alpha",
+        "embedding_rows", "id_layout", "optimizer")
 PER_WORKER = "per_worker"  # num_ps: one ps per worker (collocated: a shard of every table on each host)
 _PS_ONLY = {"num_ps": 0, "ps_placement": "collocated", "ps_sync": False, "ps_staleness_bound": -1}
 _SWEEP_OWNED = ("logdir", "run_id", "knob_source")
@@ -210,6 +210,7 @@ def point_id(values: Dict[str, Any], repeat: int, tuned_point: bool = False) -> 
     # Performance axes appear only off their defaults, so ids of sweeps without them stay stable.
     parts += [values["precision"]] if values.get("precision", "fp32") != "fp32" else []
     parts += ["xla"] if values.get("xla") else []
+    parts += [f"{values['compute']}-compute"] if values.get("compute", "real") != "real" else []
     parts += [f"slow-{values['straggler'].replace(':', 'x')}"] if values.get("straggler") else []
     for axis, short in (("zipf_alpha", "zipf"), ("embedding_rows", "rows")):  # recommender axes, off default
         if values.get(axis, getattr(_DEFAULTS, axis)) != getattr(_DEFAULTS, axis):

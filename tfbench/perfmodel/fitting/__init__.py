@@ -7,5 +7,6 @@ validate      held-out errors of a fit
 scale         errors by worker count and their trend
 spread        the bootstrap over tfbench runs that gives a fit's predictions their intervals
 synthetic     runs made by the model itself, where the intervals' calibration can be checked
-measured      the protocol shares tfbench measured, for predictions with no fit
+measured      what tfbench's fits measured (shares, chi, overheads, apply), for predictions with no fit
+nofit         the rule of a prediction with no fit: its point and range from what measured holds
 """

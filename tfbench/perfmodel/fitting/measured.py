@@ -1,30 +1,53 @@
-"""The protocol shares tfbench has measured, for a prediction with no fit behind it.
+"""What tfbench's own fits measured of the things a prediction with no fit behind it cannot know:
+each protocol's share of the link, a synchronous parameter server's duplex chi, each strategy's
+overhead per step, the ps's apply per byte, and the goodput of the links the shares were fitted
+on. tfbench.perfmodel.fitting.nofit makes a no-fit prediction's point and range from them.
 
-`predict` without a parameters file assumes every protocol gets the whole line rate (share of
-beta 1) and a synchronous parameter server's two link directions overlap as --duplex_chi says
-(0: fully); measured protocols do not. Such a prediction's interval is the range of predictions
-over the values below (and the assumed ones): each the range of what the fits of `make model`
-and `make model-scale` found on emulated hosts of this machine (docs/performance-model.md), so
-that the optimism of the assumption is stated, not hidden. A strategy missing here was never
-fitted: its interval is its point.
+Every value is one fit's, on emulated hosts of this machine (docs/performance-model.md): `make
+model` (sweeps/model-20261127-104509 at d6c2ade) and `make model-scale` (sweeps/model-scale-
+20261127-100614 at 7a3f2cf and -110332 at 89b2f4c), all of 2026-11-27. A share is of the beta the
+links' probes measured; the probes measured this share of the configured rate (GOODPUT). An
+overhead the fit put "under 1 ms" counts as 1 ms.
 """
 from __future__ import annotations
 
 from typing import Dict, Tuple
 
-# {strategy key: {parameter of predict's facts: (lowest, highest) fitted}}: fits of three or more runs
-SHARES: Dict[str, Dict[str, Tuple[float, float]]] = {
-    "multi_worker_mirrored": {"share": (0.77, 0.92)},
-    "horovod": {"share": (0.90, 0.94)},
-    "parameter_server_sync": {"chi": (0.62, 0.83)},
+# {strategy key: {parameter: the values fits found}}
+FITTED: Dict[str, Dict[str, Tuple[float, ...]]] = {
+    "multi_worker_mirrored": {"share": (0.92, 0.77, 0.77), "overhead_s": (0.0, 0.001)},
+    "horovod": {"share": (0.90, 0.94), "overhead_s": (0.001,)},
+    # a parameter server's fits hold the share at 1 and fit chi: one ps on its own host 0.64 and 0.68, k = N
+    # collocated 0.77 and 0.83, make model's 0.62; overheads 0 (make model), 13.0 ms (one ps on its own host)
+    # and under 1 ms (k = N collocated)
+    "parameter_server_sync": {"share": (1.0,), "chi": (0.62, 0.64, 0.68, 0.77, 0.83),
+                              "overhead_s": (0.0, 0.013, 0.001)},
 }
-SOURCE = ("fitted on 2026-11-27 by make model (sweeps/model-20261127-104509 at d6c2ade: MWMS share 0.92, synchronous "
-          "ps chi 0.62) and make model-scale (sweeps/model-scale-20261127-100614 at 7a3f2cf and "
-          "-110332 at 89b2f4c: MWMS 0.77 and 0.77, Horovod 0.90 and 0.94, synchronous ps chi 0.64 and 0.68 with one "
-          "ps on its own host, 0.77 and 0.83 with k = N collocated)")
-NAMES = {"share": "share of beta the protocol gets", "chi": "duplex chi"}
+# probed beta / configured rate of the emulated links the shares were fitted on: 50, 100, 200 and 5 Mbit/s
+GOODPUT: Tuple[float, ...] = (47.3 / 50, 93.4 / 100, 185.6 / 200, 4.77 / 5)
+# seconds a synchronous ps took to apply one update, per byte of |w|: make model's 6.9 ms for 2.12 MB
+APPLY_S_PER_BYTE: Tuple[float, ...] = (6.9e-3 / 2.12e6,)
+# strategies never fitted take the values of the protocol they share: an asynchronous ps talks gRPC to
+# its ps as the synchronous one does; the binomial tree is an all-reduce, as MWMS and Horovod
+LIKE: Dict[str, Tuple[str, ...]] = {"parameter_server_async": ("parameter_server_sync",),
+                                    "tree": ("multi_worker_mirrored", "horovod"),
+                                    "allreduce": ("multi_worker_mirrored", "horovod")}
+SOURCE = ("fitted on 2026-11-27 by make model (sweeps/model-20261127-104509 at d6c2ade) and make model-scale "
+          "(sweeps/model-scale-20261127-100614 at 7a3f2cf and -110332 at 89b2f4c): MWMS share 0.92, 0.77, 0.77; "
+          "Horovod 0.90, 0.94; synchronous ps chi 0.62, 0.64, 0.68, 0.77, 0.83; overheads 0-13 ms; ps apply 6.9 ms "
+          "per 2.12 MB; links' goodput 0.93-0.95 of their rate")
+NAMES = {"share": "share of the link's rate the protocol gets", "chi": "duplex chi", "overhead_s": "overhead s",
+         "apply_s": "ps apply s", "phi": "overlap phi"}
+
+
+def values(key: str, name: str) -> Tuple[float, ...]:
+    """What the fits of `key` (or of the strategies it is like) found for `name`; () if none."""
+    found = FITTED.get(key, {}).get(name)
+    if found:
+        return found
+    return tuple(v for like in LIKE.get(key, ()) for v in FITTED.get(like, {}).get(name, ()))
 
 
 def ranges(key: str) -> Dict[str, Tuple[float, float]]:
-    """{parameter: (lowest, highest) measured} for a strategy key ({} if never fitted)."""
-    return dict(SHARES.get(key, {}))
+    """{parameter: (lowest, highest) fitted} of a strategy key's shares ({} if never fitted)."""
+    return {name: (min(v), max(v)) for name in ("share", "chi") for v in [values(key, name)] if v}

@@ -51,6 +51,7 @@ class Observation:
     shard_variables: Tuple[int, ...] = ()  # ... and variables (parts) per ps; () = |w|/k each
     ps_host_tx: Tuple[float, ...] = ()  # parameter server: tx bytes per global step of each ps-holding host
     step_rel_se: float = 0.0  # standard error of the mean step over the mean step (the run's own scatter)
+    compute: str = "real"  # --compute: real, or emulated (a wait that uses no CPU: shared cores do not slow it)
 
     @property
     def key(self) -> str:
@@ -103,7 +104,8 @@ def from_run(run_id: str, config: dict, cluster: dict, w_bytes: float) -> Tuple[
         communication_s=float(mean.get("communication", 0.0)), apply_s=float(mean.get("apply", 0.0)),
         compute_measured=split.get("source") in MEASURED_COMPUTE, bytes_per_step=_bytes(cluster, config),
         ps_host_tx=_ps_host_tx(cluster, config), step_rel_se=_rel_se(cluster.get("stats") or {}),
-        **_core_share(cluster, n)), ""
+        compute=config.get("compute") or "real",
+        **(_core_share(cluster, n) if config.get("compute") != "emulated" else {})), ""
 
 
 def _rel_se(stats: dict) -> float:

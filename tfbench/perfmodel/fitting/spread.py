@@ -15,7 +15,9 @@ which parameters there are.
    a run with h > MAX_LEVERAGE left out), with n - sum(h) degrees of freedom (n runs: what the fit
    left free).
 4. REPLICATES copies of the sweep, each run's times multiplied by exp(sigma_i Z), sigma_i = max(s,
-   the run's own relative standard error of its mean step), each refitted.
+   the run's own relative standard error of its mean step), and each link's probed beta (every
+   run on that link alike) by exp(sigma_l Z), sigma_l = the robust scale of the link's probes over
+   its runs, at least BETA_FLOOR (what one probe's TCP stream can tell apart); each copy refitted.
 5. A prediction's samples: each refit's predicted rate times exp(m0 + s T), T Student t with those
    degrees of freedom, DRAWS per refit; the interval: their (1 - L)/2 and (1 + L)/2 quantiles
    (intervals.from_samples).
@@ -42,6 +44,7 @@ DRAWS = 20
 MIN_ERRORS = 3
 MAX_LEVERAGE = 0.9
 MIN_PERTURBATION = 0.01  # the pilot's least perturbation: enough to see a leverage
+BETA_FLOOR = 0.01  # a link's beta is known to no better than this share (one probe's TCP stream)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,12 +105,29 @@ class Spread:
         return intervals.from_samples(point, self.samples(rate), level, self.basis)
 
 
-def perturbed(observations: Sequence[Observation], scale: float,
-              rng: np.random.Generator) -> Tuple[List[Observation], np.ndarray]:
+def perturbed(observations: Sequence[Observation], scale: float, rng: np.random.Generator,
+              beta_scale: Optional[dict] = None) -> Tuple[List[Observation], np.ndarray]:
     """(a copy of the runs, each run's times multiplied by exp(-z), z = sigma Z with sigma =
-    max(scale, its own relative standard error); the z, which raise each run's rate by exp(z))."""
+    max(scale, its own relative standard error), and with `beta_scale` ({link: sigma}) each
+    link's probed beta by exp(sigma Z), one Z per link; the z, which raise each run's rate by exp(z))."""
     z = np.array([max(scale, o.step_rel_se) * rng.standard_normal() for o in observations])
-    return [o.scaled(math.exp(-zi)) for o, zi in zip(observations, z)], z
+    copies = [o.scaled(math.exp(-zi)) for o, zi in zip(observations, z)]
+    if beta_scale:
+        moved = {link: math.exp(sigma * rng.standard_normal()) for link, sigma in sorted(beta_scale.items())}
+        copies = [dataclasses.replace(o, beta_bps=o.beta_bps * moved[o.link]) if o.link in moved else o
+                  for o in copies]
+    return copies, z
+
+
+def beta_scatter(observations: Sequence[Observation]) -> dict:
+    """{link: the relative scatter of its probed beta}: the robust scale of the log betas of its
+    runs' probes, at least BETA_FLOOR."""
+    by_link: dict = {}
+    for o in observations:
+        if o.beta_bps:
+            by_link.setdefault(o.link, []).append(math.log(o.beta_bps))
+    return {link: max(BETA_FLOOR, intervals.robust_scale(logs)[1] if len(logs) > 1 else 0.0)
+            for link, logs in by_link.items()}
 
 
 def residuals(observations: Sequence[Observation], point: Any, rate: Callable) -> dict:
@@ -164,7 +184,8 @@ def fit_spread(observations: Sequence[Observation], fit: Callable[..., Any],
     point = fit(observations)
     rng = np.random.default_rng(seed)
     found = scatter(observations, point, fit, rate, rng)
-    copies = tuple(fit(perturbed(observations, found.scale, rng)[0], like=point)
+    betas = beta_scatter(observations)
+    copies = tuple(fit(perturbed(observations, found.scale, rng, betas)[0], like=point)
                    for _ in range(replicates or REPLICATES))
     return Spread(point, copies, found, runs=len(observations))
 

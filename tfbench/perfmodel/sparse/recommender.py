@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfbench.perfmodel import intervals, protocols
-from tfbench.perfmodel.dense import shards
+from tfbench.perfmodel.dense import shards, terms
 from tfbench.perfmodel.sparse import laws as sparse
 from tfbench.perfmodel.sparse import ranges
 
@@ -232,17 +232,8 @@ def crossover(fits: Dict[str, Fit], kinds: Dict[str, str], setting: Setting, lin
     """The fewest workers (of `workers`) at which every strategy of kind `ahead` (the parameter
     server) is predicted above every strategy of the kinds `behind` (all-gather), from there on;
     None if it never is (or either side has no fitted strategy)."""
-    lead = [s for s in fits if kinds[s] == ahead]
-    rest = [s for s in fits if kinds[s] in behind]
-    if not lead or not rest:
-        return None
-    wins = [n for n in workers
-            if min(fits[s].rate(ahead, n, setting, link_bytes_per_s) for s in lead)
-            > max(fits[s].rate(kinds[s], n, setting, link_bytes_per_s) for s in rest)]
-    for i, n in enumerate(workers):
-        if wins and wins == list(workers[i:]):
-            return n
-    return None
+    return crossover_of(lambda s, n: fits[s].rate(kinds[s], n, setting, link_bytes_per_s),
+                        {s: kinds[s] for s in fits}, workers, ahead, behind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -327,10 +318,35 @@ def crossover_interval(fits: Dict[str, Fit], spreads_: Dict[str, Spread], kinds:
     return point, (None if np.isinf(low) else int(low)), (None if np.isinf(high) else int(high))
 
 
-def crossover_text(point, low, high, max_n: int) -> str:
-    """The crossover as an interval of N, in words."""
+def crossover_text(point, low, high, max_n: int, span: str = f"{intervals.LEVEL:.0%} interval") -> str:
+    """The crossover as an interval of N (or, with no fit, a range), in words."""
     beyond = f"beyond {max_n}"
-    ends = f"90% interval of N: {low if low is not None else beyond} to {high if high is not None else beyond}"
+    ends = f"{span} of N: {low if low is not None else beyond} to {high if high is not None else beyond}"
     if point is None:
         return f"no crossover up to N={max_n}: the parameter server is not predicted to stay ahead of all-gather ({ends})"
     return (f"crossover at N={point}: the parameter server is predicted ahead of all-gather from there on ({ends})")
+
+
+def unfitted_step_s(kind: str, n: int, setting: Setting, link_bytes_per_s: float, compute_s: float,
+                    values: Dict[str, float]) -> float:
+    """The step with nothing fitted (tfbench.perfmodel.fitting.nofit): compute per step as given, the
+    busiest host's bytes at the share `values["share"]` of the link, overlapped with compute as
+    `values["phi"]` says (terms.overlapped_s), plus the overhead `values["overhead_s"]`."""
+    communication = busiest_host_bytes(kind, n, setting) / (values["share"] * link_bytes_per_s) if n > 1 else 0.0
+    return terms.overlapped_s(compute_s, communication, values["phi"]) + values["overhead_s"]
+
+
+def crossover_of(rate, kinds: Dict[str, str], workers: Sequence[int], ahead: str = PS,
+                 behind: Sequence[str] = (ALL_GATHER,)) -> Optional[int]:
+    """The fewest workers (of `workers`) from which every strategy of kind `ahead` (a parameter
+    server) has its rate(strategy, n) above every strategy's of the kinds `behind` (all-gather);
+    None if it never is (the hybrid, of neither kind, is on neither side unless named)."""
+    ps = [s for s in kinds if kinds[s] == ahead]
+    gather = [s for s in kinds if kinds[s] in behind]
+    if not ps or not gather:
+        return None
+    wins = [n for n in workers if min(rate(s, n) for s in ps) > max(rate(s, n) for s in gather)]
+    for i, n in enumerate(workers):
+        if wins and wins == list(workers[i:]):
+            return n
+    return None
