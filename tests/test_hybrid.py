@@ -21,6 +21,7 @@ BAD = [
     (HYBRID2 + ["--checkpoint_every=2"], "--checkpoint_every applies to --strategy=multi_worker_mirrored or"),
     (HYBRID2 + ["--precision=bf16"], "plain SGD in fp32; --precision=bf16 is not supported"),
     (HYBRID2 + ["--xla"], "leave out --xla"),
+    (HYBRID2 + ["--model=dlrm", "--compute=emulated", "--compute_ms=5"], "--compute=emulated has neither"),
     (HYBRID2 + ["--num_ps=-1"], "--num_ps must be 0 or more"),
     (HYBRID2 + ["--hybrid_shard_rule=mod"], "--hybrid_shard_rule='mod' is unknown; choose rotated, aligned"),
     (["--strategy=horovod", "--num_workers=2", "--hybrid_shard_rule=aligned"],
