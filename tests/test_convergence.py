@@ -54,9 +54,9 @@ def test_evaluator_points_and_time_to_accuracy(tmp_path):
     keras.utils.set_random_seed(0)  # an untrained model's accuracy depends on its initial weights
     model = MODELS["lenet"].build(10, 8)
     evaluator = convergence.Evaluator(config, model, str(tmp_path / "tb"), str(tmp_path))
-    evaluator.start(100.0, updates=1, images=32)
+    evaluator.start(100.0, updates=1, examples=32)
     assert not evaluator.due(0) and not evaluator.due(1) and evaluator.due(2) and evaluator.due(4)
-    evaluator.evaluate(101.0, updates=3, images=96, step=3)
+    evaluator.evaluate(101.0, updates=3, examples=96, step=3)
     evaluator.close()
     summary = evaluator.summary()
     first, second = summary["points"]

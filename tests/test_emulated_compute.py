@@ -26,7 +26,6 @@ def _traced(config):
     keras.utils.set_random_seed(0)
     model = config.workload.build(config)
     optimizer = steps.optimizer(config)
-    optimizer.build(model.trainable_variables)
     features, labels = config.workload.batch(config, config.batch_size, 0)
 
     @tf.function
