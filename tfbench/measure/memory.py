@@ -206,7 +206,8 @@ def replicated_refusal(config, replicated: int, est: Dict[str, int], have: int) 
     else:
         needed = -(-replicated // max(1, have - RUNTIME_BYTES))
         where = (f"about {needed} ps of {have / GB:.0f} GB for these tables"
-                 + (", so on a cluster: --launcher=slurm or python -m cluster.k8s" if needed > 1 else ""))
+                 + (", so on a cluster: --launcher=slurm, python -m cluster.k8s or python -m cluster.by_hand"
+                    if needed > 1 else ""))
     return (f"--strategy={config.strategy} replicates {config.model}'s {replicated / GB:.1f} GB of embedding tables "
             f"on every worker: its {est['tasks']} task(s) need about {est['total'] / GB:.1f} GB and this machine has "
             f"{have / GB:.1f} GB available; --strategy={sharding} shards the tables over its ps instead ({where})")
