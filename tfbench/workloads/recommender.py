@@ -177,7 +177,7 @@ class RecommenderWorkload(Workload):
         from tfbench.models.dlrm import dlrm
 
         return dlrm(self.table_rows(config), config.embedding_dim, config.dense_features, config.ids_per_feature,
-                    self.bottom, self.top)
+                    self.bottom, self.top, seed=config.seed)
 
     def batch(self, config, batch_size: int, shard=0, step=0) -> Tuple:
         """The batch of data shard `shard` at step `step` of the click stream (either may be a
