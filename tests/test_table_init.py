@@ -6,6 +6,9 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow  # builds tables in TensorFlow
 
 BUILD_ONE_TABLE = """
 import json, psutil
