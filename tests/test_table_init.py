@@ -1,6 +1,6 @@
 """The recommender's tables are made as they are held (tfbench.models.dlrm.table_initializer): a
 table, or a parameter server's shard of it, costs its own bytes while it is made, and no two shards
-or tables start alike."""
+or tables start alike; counting a step's FLOPs (tfbench.measure.flops) makes no table at all."""
 import json
 import subprocess
 import sys
@@ -47,3 +47,15 @@ def test_each_shard_and_table_is_its_own_draw_and_the_same_every_time():
     np.testing.assert_array_equal(first, shard(0, 0, 0))
     whole = table_initializer(0, 0)((100, 4), "float32").numpy()
     assert whole.shape == (100, 4) and np.abs(whole).max() <= 0.05
+
+
+def test_counting_the_flops_makes_no_table():
+    """The coordinator counts a step's FLOPs after its run; a graph of 2e9-row tables (512 GB) would
+    make them. The count must not change with the rows, and the parameters must."""
+    from tfbench.config import RunConfig
+    from tfbench.measure import flops
+
+    small, huge = (flops.count_model(RunConfig(model="dlrm", embedding_rows=rows, embedding_dim=64))
+                   for rows in (1000, 2_000_000_000))
+    assert (huge["forward"], huge["train"]) == (small["forward"], small["train"]) and small["train"] > small["forward"]
+    assert huge["params"] - small["params"] > 8 * 64 * (2_000_000_000 - 1000) * 0.99
