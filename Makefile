@@ -172,7 +172,7 @@ dlrm-scale: setup
 
 # A step costs the rows it touches: the recommender at 250,000 and 4,000,000 rows per table under every
 # strategy on 2 workers (2 runs each), and the v2 optimizer's cost on one device: 22 runs, about
-# 20 min on 2 cores, at most 4 GB. README: Embedding models.
+# 4 min on 2 cores, at most 4 GB. README: Embedding models.
 dlrm-rows: setup
 	d=sweeps/dlrm-rows-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-rows.yaml --sweep_dir=$$d/strategies --report=false; \
@@ -182,7 +182,7 @@ dlrm-rows: setup
 	$(PY) -m tools.report $$d
 
 # What each way of training learns of the recommender's planted clicks: held-out AUC over 300 steps,
-# time and examples to an AUC of 0.7, at 2 workers: 8 runs, about 10 min on 2 cores. README:
+# time and examples to an AUC of 0.7, at 2 workers: 8 runs, about 3 min on 2 cores. README:
 # Embedding models.
 dlrm-auc: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-auc.yaml --sweep_dir=sweeps/dlrm-auc-$$(date +%Y%m%d-%H%M%S)
