@@ -159,19 +159,20 @@ latency: setup
 	$(PY) -m tools.report.latency $$d
 
 # Embedding tables: a recommender (DLRM-like, Zipf values hashed into the rows) under a synchronous
-# parameter server with a ps on every host, MWMS and Horovod, 2-8 one-core workers on 10 and 100 Mbit
-# links, two skews, 3 runs a point, and the hot_first layout as one more series (135 runs, about 2 h);
-# then the same grid on emulated compute at 100 and 250 Mbit/s, where the links and not the 2 cores
-# decide (108 runs, about 1.5 h, estimated from the real points' time). The report says where the
-# parameter server overtakes all-gather, and why (rows, bytes, step split) (docs/performance-model.md).
-# Not part of make test.
+# parameter server with a ps on every host, MWMS, Horovod and the hybrid (tables on the ps, dense
+# layers all-reduced), 2-8 one-core workers on 10 and 100 Mbit links, two skews, 3 runs a point, and
+# the hot_first layout as one more series; then the same grid on emulated compute at 100 and 250
+# Mbit/s, where the links and not the 2 cores decide (the hybrid, whose step pulls and pushes rows
+# around the forward pass, runs real compute only). The report says where the parameter server
+# overtakes all-gather, and why (rows, bytes, step split). The point counts and an estimate:
+# `make -n dlrm` and tools.sweep --dry_run (docs/sweeps.md). Not part of make test.
 dlrm: setup
 	d=sweeps/dlrm-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --sweep_dir=$$d/hashed --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --id_layout=hot_first --zipf_alpha=1.2 \
 		--link_bandwidth=10mbit --sweep_dir=$$d/hot_first --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --compute=emulated --link_bandwidth=100mbit,250mbit \
-		--sweep_dir=$$d/emulated --report=false; \
+		--strategy=parameter_server,multi_worker_mirrored,horovod --sweep_dir=$$d/emulated --report=false; \
 	$(PY) -m tools.report $$d
 
 # The recommender's step model judged where it never looked: fitted on MWMS, Horovod and a
@@ -191,7 +192,7 @@ dlrm-scale: setup
 
 # A step costs the rows it touches: the recommender at 250,000 and 4,000,000 rows per table under every
 # strategy on 2 workers (2 runs each), and the v2 optimizer's cost on one device: 22 runs, about
-# 20 min on 2 cores, at most 4 GB. README: Embedding models.
+# 4 min on 2 cores, at most 4 GB. README: Embedding models.
 dlrm-rows: setup
 	d=sweeps/dlrm-rows-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-rows.yaml --sweep_dir=$$d/strategies --report=false; \
@@ -201,7 +202,7 @@ dlrm-rows: setup
 	$(PY) -m tools.report $$d
 
 # What each way of training learns of the recommender's planted clicks: held-out AUC over 300 steps,
-# time and examples to an AUC of 0.7, at 2 workers: 8 runs, about 10 min on 2 cores. README:
+# time and examples to an AUC of 0.7, at 2 workers: 8 runs, about 3 min on 2 cores. README:
 # Embedding models.
 dlrm-auc: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-auc.yaml --sweep_dir=sweeps/dlrm-auc-$$(date +%Y%m%d-%H%M%S)

@@ -95,8 +95,8 @@ def test_mwms_on_emulated_hosts_runs_as_fast_emulated_as_real(tmp_path, logdir):
     """MWMS, AlexNet at 64 px, 2 one-core workers on emulated hosts joined by 200 Mbit/s links: the
     rate with the compute emulated (measured on this machine) within AGREEMENT of the real one."""
     env = {"TFBENCH_COMPUTE_CACHE": str(tmp_path / "compute.json")}
-    flags = ["--model=alexnet", "--image_size=64", "--num_classes=10", "--batch_size=32", "--num_warmup_steps=3",
-             "--num_steps=10", "--strategy=multi_worker_mirrored", "--num_workers=2", "--cores_per_worker=1",
+    flags = ["--model=alexnet", "--image_size=64", "--num_classes=10", "--batch_size=32", "--num_warmup_steps=2",
+             "--num_steps=6", "--strategy=multi_worker_mirrored", "--num_workers=2", "--cores_per_worker=1",
              "--network=emulated", "--link_bandwidth=200mbit", "--monitor=false", f"--logdir={logdir}"]
     rates = {}
     for compute in ("real", "emulated"):

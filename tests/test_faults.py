@@ -83,8 +83,10 @@ def test_a_killed_task_restarts_every_task_from_the_last_checkpoint(logdir, stra
     (fault,) = record["faults"]
     assert fault["cluster_restarted_wall"] >= fault["wall"]
     (recovery,) = record["recovery"]
-    restored = recovery["restored_from_step"]  # the last checkpoint before the kill (2 warm-up steps)
-    assert restored % 50 == 0 and 50 <= restored <= 2 + fault["applied_at_measured_step"]
+    # the last checkpoint before the kill (2 warm-up steps); the injector sees a task's step through
+    # its progress file, polled, so a fast task may pass one more checkpoint before SIGKILL lands
+    restored = recovery["restored_from_step"]
+    assert restored % 50 == 0 and 50 <= restored <= 2 + fault["applied_at_measured_step"] + 50
     assert recovery["steps_redone"] == 2 + fault["applied_at_measured_step"] - restored
     assert recovery["time_to_resume_s"] > 0
     tasks = [r for r in records(run) if r["kind"] == "task"]

@@ -59,6 +59,7 @@ def count_model(config, workload=None) -> Dict[str, int]:
     from tfbench.framework.tf_import import keras, tf
 
     workload = workload or config.workload
+    counted = workload.flops_config(config)  # the same FLOPs per example, cheapest to build
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("float32")
     try:
@@ -66,8 +67,8 @@ def count_model(config, workload=None) -> Dict[str, int]:
         for mode in ("forward", "train"):
             graph = tf.Graph()
             with graph.as_default():
-                model = workload.build(config)
-                features, labels = placeholders(workload.example_spec(config))
+                model = workload.build(counted)
+                features, labels = placeholders(workload.example_spec(counted))
                 if mode == "forward":
                     outputs = tf.nest.flatten(model(features, training=False))
                 else:
@@ -78,6 +79,8 @@ def count_model(config, workload=None) -> Dict[str, int]:
                 counts[mode] = graph_flops(graph, outputs)
     finally:
         keras.mixed_precision.set_global_policy(policy)
+    if counted is not config:  # a smaller graph: the parameters are the workload's own closed form
+        counts["params"] = workload.memory_figures(config)["params"]
     return counts
 
 

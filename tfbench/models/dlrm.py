@@ -27,7 +27,29 @@ def sparse_rows(table, ids):
     return (mine() if mine else table).sparse_read(ids)
 
 
-def unique_embedding(rows: int, dim: int, name: str):
+def table_initializer(seed: int, table: int):
+    """Keras' default for an Embedding, uniform in ±0.05, drawn in one graph: making a table, or a
+    parameter server's shard of it, holds its own bytes and no more. Keras' own initializer draws
+    eagerly, op by op (the draw, its scaling, its shift: three table-sized tensors), so a ps making a
+    2 GB shard held 6 GB. Each shard is drawn from (seed, table, its first row), whichever device
+    makes it, so no two shards or tables start alike."""
+    from tfbench.framework.tf_import import keras, tf
+
+    @tf.function
+    def draw(shape, key, dtype):
+        return tf.random.stateless_uniform(shape, seed=key, minval=-0.05, maxval=0.05, dtype=dtype)
+
+    class TableUniform(keras.initializers.Initializer):
+        def __call__(self, shape, dtype=None, **kwargs):
+            shape = kwargs.get("partition_shape", shape)  # a parameter server's shard: its own rows only
+            first_row = (kwargs.get("partition_offset") or (0,))[0]
+            key = tf.constant([seed * 1_000_003 + table, first_row], tf.int64)
+            return draw(tf.constant(shape, tf.int64), key, tf.as_dtype(dtype or "float32"))
+
+    return TableUniform()
+
+
+def unique_embedding(rows: int, dim: int, name: str, initializer="uniform"):
     """An Embedding layer whose lookup reads each distinct id of its input once."""
     from tfbench.framework.tf_import import keras, tf
 
@@ -39,11 +61,11 @@ def unique_embedding(rows: int, dim: int, name: str):
             out = tf.gather(rows_, position)
             return tf.reshape(out, [-1, *inputs.shape[1:], self.output_dim])  # [B, h, D], h known
 
-    return UniqueEmbedding(int(rows), dim, name=name)
+    return UniqueEmbedding(int(rows), dim, name=name, embeddings_initializer=initializer)
 
 
 def dlrm(table_rows: Sequence[int], dim: int, dense_features: int, ids_per_feature: int,
-         bottom: Sequence[int], top: Sequence[int]):
+         bottom: Sequence[int], top: Sequence[int], seed: int = 0):
     from tfbench.framework.tf_import import keras, tf
 
     dense_in = keras.Input((dense_features,), name="dense", dtype="float32")
@@ -53,7 +75,8 @@ def dlrm(table_rows: Sequence[int], dim: int, dense_features: int, ids_per_featu
         x = keras.layers.Dense(units, activation="relu", name=f"bottom_{i}")(x)
     vectors = [x]
     for t, rows in enumerate(table_rows):
-        looked_up = unique_embedding(rows, dim, f"table_{t}")(sparse_in[:, t, :])  # [B, h, D]
+        table = unique_embedding(rows, dim, f"table_{t}", table_initializer(seed, t))
+        looked_up = table(sparse_in[:, t, :])  # [B, h, D]
         vectors.append(tf.reduce_sum(looked_up, axis=1))  # multi-hot: the h rows summed
     stacked = tf.stack(vectors, axis=1)  # [B, T + 1, D]
     dots = tf.matmul(stacked, stacked, transpose_b=True)  # [B, T + 1, T + 1]

@@ -156,6 +156,11 @@ class Workload(abc.ABC):
         parameter server shards (embedding tables); 0 when nothing is that large."""
         return 0
 
+    def flops_config(self, config):
+        """The config whose graph tfbench.measure.flops counts: one with this workload's FLOPs per
+        example that is cheapest to build (the config itself, unless the workload says otherwise)."""
+        return config
+
 
 @dataclasses.dataclass(frozen=True)
 class WorkloadKind:
