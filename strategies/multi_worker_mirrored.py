@@ -7,6 +7,7 @@ all-reduces of at least that many bytes (0, TensorFlow's default: one pack for t
 """
 import contextlib
 import dataclasses
+import time
 from typing import Dict, Optional
 
 from strategies.base import SyncAdapter
@@ -55,11 +56,41 @@ class MultiWorkerMirroredAdapter(SyncAdapter):
     def device_scope(self):
         return contextlib.nullcontext()  # the strategy places replicas on this worker's devices
 
+    def before_exit(self) -> None:
+        """The workers leave together. A worker that ended its last step may still be fetching a
+        peer's last chunk of the all-reduce (collectives pull their inputs), and worker 0 hosts the
+        coordination service every worker heartbeats to: one that exits while another is still at
+        work aborts that one's collectives ("Collective ops is aborted by: Socket closed"). So each
+        waits, its records written, at the coordination service's barrier until all are there."""
+        leave_together(self.strategy, self.task.name)
+
     def summary_parts(self) -> list:
         train = self.config.mode == "train"
         return [AllReduceFields(knobs.knobs_of(self.config), live_options(self.strategy),
                                 comm.plan_all_reduce(gradient_bytes(self.model), self.config.mwms_bytes_per_pack)
                                 if train else None)]
+
+
+EXIT_BARRIER = "tfbench_records_written"
+EXIT_BARRIER_TIMEOUT_MS = 600_000  # a peer still writing its records; a dead peer fails it sooner
+
+
+def leave_together(strategy, task_name: str) -> None:
+    """Waits at the coordination service's barrier (TensorFlow configures the service for MWMS
+    clusters of more than one task) and says in the task's log when it left; a failed or timed-out
+    barrier ends the wait: this task's records are written, and the peer's own exit says what went
+    wrong with it."""
+    from tfbench.framework.tf_import import eager_context  # the barrier has no public API
+
+    context = eager_context.context()
+    if strategy.extended._num_workers <= 1 or context.coordination_service is None:  # noqa: SLF001
+        return
+    try:
+        context.wait_at_barrier(EXIT_BARRIER, EXIT_BARRIER_TIMEOUT_MS)
+        print(f"tfbench: {task_name} leaves with every worker's records written, at {time.time():.3f}", flush=True)
+    except Exception as e:  # noqa: BLE001 - leaving is all that is left to do
+        print(f"tfbench: the workers' exit barrier ended early: {str(e).splitlines()[0] if str(e) else e!r}",
+              flush=True)
 
 
 def live_options(strategy) -> dict:

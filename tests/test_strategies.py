@@ -58,6 +58,27 @@ def test_strategy_runs_through_the_launcher(clusters, case):
     assert "cluster" in out
 
 
+@pytest.mark.parametrize("scenario", ["mwms", "mwms_ring_forward"])
+def test_mwms_workers_leave_together_once_every_workers_records_are_written(clusters, scenario):
+    """No MWMS worker exits while another still runs: one that did would abort the other's
+    collectives (its last all-reduce's pull, worker 0's coordination service)."""
+    import json
+    import re
+
+    run = clusters[scenario].run
+    done, left = {}, {}
+    for name in ("worker_0", "worker_1"):
+        with open(os.path.join(run, "tasks", f"{name}.progress")) as f:
+            progress = json.load(f)
+        assert progress["phase"] == "done"
+        done[name] = progress["time"]
+        with open(os.path.join(run, "tasks", f"{name}.log")) as f:
+            found = re.findall(rf"tfbench: {name} leaves with every worker's records written, at ([0-9.]+)", f.read())
+        assert len(found) == 1, f"{name} never passed the exit barrier"
+        left[name] = float(found[0])
+    assert min(left.values()) >= max(done.values()), (done, left)
+
+
 def test_async_ps_does_workers_times_steps_updates(clusters):
     launched = clusters["ps_async"]
     steps, tasks = launched.steps, task_records(launched.run)
