@@ -103,6 +103,12 @@ SCENARIOS: Dict[str, Scenario] = {
     "dlrm_horovod": Scenario(HOROVOD2, dump_weights=True, base=DLRM),
     "dlrm_ps_sync": Scenario(PS2 + ("--ps_sync", "--num_ps=2", "--ps_partitioner=fixed"), dump_weights=True, base=DLRM),
     "dlrm_ps_async": Scenario(PS2 + ("--num_ps=2", "--ps_partitioner=fixed"), base=DLRM),
+    # test_sparse_paths: the same paths with the compute emulated (a wait, then the rows' gradients)
+    "dlrm_ps_sync_emulated": Scenario(PS2 + ("--ps_sync", "--num_ps=2", "--ps_partitioner=fixed", "--compute=emulated",
+                                             "--compute_ms=5"), base=DLRM),
+    "dlrm_ps_async_emulated": Scenario(PS2 + ("--num_ps=2", "--ps_partitioner=fixed", "--compute=emulated",
+                                              "--compute_ms=5"), base=DLRM),
+    "dlrm_mwms_emulated": Scenario(MWMS2 + ("--compute=emulated", "--compute_ms=5"), base=DLRM),
     # test_sparse_paths: Horovod all-reducing the tables' gradients dense
     "dlrm_horovod_dense": Scenario(HOROVOD2 + ("--horovod_sparse_as_dense",), base=DLRM),
     # test_hybrid, test_aggregation: the tables' row ranges on 2 ps, rows pulled and pushed by 2 Horovod ranks

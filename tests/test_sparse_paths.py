@@ -10,7 +10,10 @@ each split over 2 ps under the parameter server):
 - MultiWorkerMirrored reads its copy's rows sparsely, all-gathers them (values [rows, 8]) and
   all-reduces no table;
 - Horovod all-gathers them, or with --horovod_sparse_as_dense all-reduces each table's gradient
-  dense, whole (a tensor of the table's shape)."""
+  dense, whole (a tensor of the table's shape).
+
+The paths hold with the compute emulated (--compute=emulated: a wait in place of the model, then
+gradients of the rows the batch looks up): the strategy's protocol is the same."""
 import pytest
 
 from tfrun import task_records
@@ -31,7 +34,8 @@ def on(graph, job):
     return {op.split("@")[0]: n for op, n in graph["row_ops"].items() if op.endswith(f"@{job}")}
 
 
-@pytest.mark.parametrize("scenario", ["dlrm_ps_async", "dlrm_ps_sync"])
+@pytest.mark.parametrize("scenario", ["dlrm_ps_async", "dlrm_ps_sync", "dlrm_ps_async_emulated",
+                                      "dlrm_ps_sync_emulated"])
 def test_the_parameter_server_moves_rows_and_no_table_sized_tensor(clusters, scenario):
     step, apply = chief_graphs(clusters, scenario)
     assert [1000, 8] in step["table_shapes"]  # every table split in two shards of 1000 rows
@@ -39,7 +43,7 @@ def test_the_parameter_server_moves_rows_and_no_table_sized_tensor(clusters, sce
     on_ps, on_worker = on(step, "ps"), on(step, "worker")
     assert on_ps.get("ResourceGather")  # each shard's rows looked up where they live
     assert not any(op.startswith("Resource") for op in on_worker), on_worker  # no variable on the worker
-    if scenario == "dlrm_ps_async":
+    if scenario.startswith("dlrm_ps_async"):
         assert on_ps.get("ResourceScatterAdd")  # the legacy SGD's update: a scatter of the rows, on the ps
         assert apply is None
     else:
@@ -50,8 +54,9 @@ def test_the_parameter_server_moves_rows_and_no_table_sized_tensor(clusters, sce
     assert step["collectives"] == {}
 
 
-def test_multi_worker_mirrored_all_gathers_the_rows(clusters):
-    graph = worker_graph(clusters, "dlrm_mwms")
+@pytest.mark.parametrize("scenario", ["dlrm_mwms", "dlrm_mwms_emulated"])
+def test_multi_worker_mirrored_all_gathers_the_rows(clusters, scenario):
+    graph = worker_graph(clusters, scenario)
     assert graph["table_sized"] == {}, "a whole table read or reduced"
     assert on(graph, "worker").get("ResourceGather")  # its copy's rows, read sparsely
     gathers = graph["collectives"].get("CollectiveGatherV2", [])

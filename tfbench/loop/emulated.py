@@ -31,7 +31,8 @@ import weakref
 from typing import List, Sequence
 
 from tfbench.framework.tf_import import tf
-from tfbench.models.tables import embedding_tables
+from tfbench.models.dlrm import sparse_rows
+from tfbench.models.tables import embedding_tables, table_parts
 
 GRADIENT = 2.0 ** -10  # every element of an emulated gradient: small, exact in fp16, never zero
 
@@ -88,19 +89,23 @@ def loss(config, model, features):
     variable of `model` read as a real step reads it; inside a GradientTape, each variable's
     gradient comes after the wait (module docstring). A forward step is the same without the tape."""
     batch = tf.nest.flatten(features)[0]
-    tables = {id(t): ids for t, ids in zip(embedding_tables(model), config.workload.table_ids(features))}
     waited: List = []  # the wait's outputs: [token, each dense gradient in variable order]
     touched, dense = [], []
     with tf.compat.v1.colocate_with(batch):  # on the worker, beside its batch: the reads cross to it
+        # a table (whole, mirrored, or the ShardedVariable whose shards a parameter server holds):
+        # the rows the model looks up, the batch's unique ids, read as the model reads them (never
+        # whole), so that the table's (each shard's) gradient is the IndexedSlices of a real step
+        for table, ids in zip(embedding_tables(model), config.workload.table_ids(features)):
+            ids = tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))[0]
+            touched.append(_released(sparse_rows(table, ids), _rows_after(waited)))
+        tables = table_parts(model)
         for variable in model.trainable_variables:
-            if id(variable) in tables:  # the rows the model looks up: the batch's unique ids
-                ids = tf.unique(tf.reshape(tables[id(variable)], [-1]))[0]
-                touched.append(_released(tf.nn.embedding_lookup(variable, ids), _rows_after(waited)))
-            else:
-                k = len(dense)
-                if config.mode == "train":
-                    dense.append(tf.constant(GRADIENT, variable.dtype, variable.shape))  # a splat, made once
-                touched.append(_released(tf.convert_to_tensor(variable), lambda _, k=k: waited[1 + k]))
+            if id(variable) in tables:
+                continue
+            k = len(dense)
+            if config.mode == "train":
+                dense.append(tf.constant(GRADIENT, variable.dtype, variable.shape))  # a splat, made once
+            touched.append(_released(tf.convert_to_tensor(variable), lambda _, k=k: waited[1 + k]))
         token = tf.add_n(touched) + tf.cast(tf.reshape(batch, [-1])[0], tf.float32)
         waited += _task_wait(token, config.compute_ms, dense, shared=config.effective_num_local_devices > 1)
         return tf.stop_gradient(waited[0]) + tf.add_n(touched) * 0.0
