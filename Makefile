@@ -162,8 +162,7 @@ latency: setup
 # parameter server with a ps on every host, MWMS, Horovod and the hybrid (tables on the ps, dense
 # layers all-reduced), 2-8 one-core workers on 10 and 100 Mbit links, two skews, 3 runs a point, and
 # the hot_first layout as one more series; then the same grid on emulated compute at 100 and 250
-# Mbit/s, where the links and not the 2 cores decide (the hybrid, whose step pulls and pushes rows
-# around the forward pass, runs real compute only). The report says where the parameter server
+# Mbit/s, where the links and not the 2 cores decide. The report says where the parameter server
 # overtakes all-gather, and why (rows, bytes, step split). The point counts and an estimate:
 # `make -n dlrm` and tools.sweep --dry_run (docs/sweeps.md). Not part of make test.
 dlrm: setup
@@ -172,7 +171,7 @@ dlrm: setup
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --id_layout=hot_first --zipf_alpha=1.2 \
 		--link_bandwidth=10mbit --sweep_dir=$$d/hot_first --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm.yaml --compute=emulated --link_bandwidth=100mbit,250mbit \
-		--strategy=parameter_server,multi_worker_mirrored,horovod --sweep_dir=$$d/emulated --report=false; \
+		--sweep_dir=$$d/emulated --report=false; \
 	$(PY) -m tools.report $$d
 
 # The recommender's step model judged where it never looked: fitted on MWMS, Horovod and a

@@ -114,6 +114,9 @@ SCENARIOS: Dict[str, Scenario] = {
     # test_hybrid, test_aggregation: the tables' row ranges on 2 ps, rows pulled and pushed by 2 Horovod ranks
     # that all-reduce the dense gradients
     "dlrm_hybrid": Scenario(("--strategy=hybrid", "--num_workers=2", "--num_ps=2"), dump_weights=True, base=DLRM),
+    # test_hybrid: the same with the compute emulated (a wait of 20 ms once the rows are pulled)
+    "dlrm_hybrid_emulated": Scenario(("--strategy=hybrid", "--num_workers=2", "--num_ps=2", "--compute=emulated",
+                                      "--compute_ms=20"), base=DLRM),
     # test_hybrid: a model without embedding tables under the hybrid is an all-reduce of every gradient
     "hybrid_no_tables": Scenario(("--strategy=hybrid", "--num_workers=2")),
     # test_straggler (synchronous peers wait), test_step_definitions (hard placement of sync ps steps)

@@ -21,7 +21,6 @@ BAD = [
     (HYBRID2 + ["--checkpoint_every=2"], "--checkpoint_every applies to --strategy=multi_worker_mirrored or"),
     (HYBRID2 + ["--precision=bf16"], "plain SGD in fp32; --precision=bf16 is not supported"),
     (HYBRID2 + ["--xla"], "leave out --xla"),
-    (HYBRID2 + ["--model=dlrm", "--compute=emulated", "--compute_ms=5"], "--compute=emulated has neither"),
     (HYBRID2 + ["--num_ps=-1"], "--num_ps must be 0 or more"),
     (HYBRID2 + ["--hybrid_shard_rule=mod"], "--hybrid_shard_rule='mod' is unknown; choose rotated, aligned"),
     (["--strategy=horovod", "--num_workers=2", "--hybrid_shard_rule=aligned"],
@@ -72,8 +71,12 @@ def workers(launched):
 
 
 @pytest.mark.slow
-def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced(clusters):
-    launched = clusters["dlrm_hybrid"]
+@pytest.mark.parametrize("scenario", ["dlrm_hybrid", "dlrm_hybrid_emulated"])
+def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced(clusters, scenario):
+    """The same protocol with the compute emulated (a wait once the rows are pulled, then gradients
+    of the dense variables' and the rows' shapes): only the forward and backward pass is gone."""
+    launched = clusters[scenario]
+    config = launched.config
     ranks = workers(launched)
     assert len(ranks) == 2
     for rank in ranks:
@@ -93,6 +96,9 @@ def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced
         assert rank["allreduce_plan"]["bytes_per_step"] == 4 * rank["workload"]["dense_params"]
         assert set(rank["hybrid_split_ms"]) == {"pull", "compute", "allreduce", "push", "wait", "apply"}
         assert 0 < sum(rank["hybrid_split_ms"].values()) <= 1e3 * rank["stats"]["mean_s"]
+        assert rank["compute"]["mode"] == config["compute"]
+        if config["compute"] == "emulated":  # the wait is the step's compute part, which a sleep never cuts short
+            assert rank["hybrid_split_ms"]["compute"] >= config["compute_ms"]
     assert "step split, ms per step of each rank (tables on the ps)" in launched.out
 
 

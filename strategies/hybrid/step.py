@@ -57,7 +57,7 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
     """The traced step of one rank: step(batch) -> (value, marks, done), `done` the wait's output,
     which the host fetches so that nothing prunes the wait."""
     from tfbench.framework.tf_import import tf
-    from tfbench.loop import steps
+    from tfbench.loop import emulated, steps
 
     config, hvd, model, optimizer = adapter.config, adapter.hvd, adapter.model, adapter.optimizer
     workload, device = config.workload, adapter.device
@@ -78,16 +78,20 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
             rows = [r for _, r, _ in pulled]
             t_pull = after(rows, tf) if rows else t0
             if not train:
-                value = steps.forward(model, features)
+                value = (emulated.pulled_gradients(config, features, [], rows)[0] if config.emulated_compute
+                         else steps.forward(model, features))
                 t1 = after([value], tf)
                 return value, tf.stack([t0, t_pull, t1, t1, t1, t1]), tf.zeros([1], tf.float64)
-            with tf.GradientTape() as tape:
-                for r in rows:
-                    tape.watch(r)
-                loss = steps.scaled_loss(model, features, labels, global_batch, loss=workload.per_example_loss)
-            grads = tape.gradient(loss, list(dense_variables) + rows)
-            dense_grads = grads[:len(dense_variables)]
-            row_grads = [tf.convert_to_tensor(g) for g in grads[len(dense_variables):]]  # one row per unique id
+            if config.emulated_compute:  # a wait once the rows are here, then gradients of their shapes
+                loss, dense_grads, row_grads = emulated.pulled_gradients(config, features, dense_variables, rows)
+            else:
+                with tf.GradientTape() as tape:
+                    for r in rows:
+                        tape.watch(r)
+                    loss = steps.scaled_loss(model, features, labels, global_batch, loss=workload.per_example_loss)
+                grads = tape.gradient(loss, list(dense_variables) + rows)
+                dense_grads = grads[:len(dense_variables)]
+                row_grads = [tf.convert_to_tensor(g) for g in grads[len(dense_variables):]]  # one row per unique id
             t1 = after(dense_grads + row_grads, tf)
             reduced = hvd.grouped_allreduce(dense_grads, op=hvd.Sum)  # the loss is already over the global batch
             t2 = after(reduced, tf)

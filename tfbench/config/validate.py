@@ -153,8 +153,6 @@ def _check_strategy(c: RunConfig, traits) -> None:
                                     f"fp32; --precision={c.precision} is not supported")
         need(not c.xla, f"--strategy={c.strategy}'s step reads and updates rows on the ps tasks, which XLA "
                         f"cannot compile into one cluster; leave out --xla")
-        need(not c.emulated_compute, f"--strategy={c.strategy}'s step pulls its rows before the forward pass and "
-                                     f"pushes their gradients: --compute=emulated has neither; use --compute=real")
 
 
 def _check_features(c: RunConfig, kind: Kind, traits) -> None:

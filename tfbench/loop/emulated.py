@@ -119,3 +119,20 @@ def _rows_after(waited: List):
             return tf.fill(tf.shape(rows), tf.constant(GRADIENT, rows.dtype))
 
     return gradient
+
+
+def pulled_gradients(config, features, dense_variables: Sequence, rows: Sequence):
+    """A step whose strategy pulls a table's rows itself before the forward pass (the hybrid's
+    ranks): (value, the dense gradients, one gradient row per pulled row), after a wait of
+    `compute_ms` that starts once the rows and the batch are in hand. The dense gradients are
+    splats of each variable's shape made once and handed out by the wait, as in `loss`; a row's
+    is made after the wait."""
+    batch = tf.nest.flatten(features)[0]
+    token = tf.cast(tf.reshape(batch, [-1])[0], tf.float32)
+    for r in rows:  # the wait starts once every pulled row is here (a value of each: nothing folds it away)
+        token += tf.cast(tf.reduce_sum(tf.reshape(r, [-1])[:1]), tf.float32)
+    dense = [tf.constant(GRADIENT, v.dtype, v.shape) for v in dense_variables]
+    waited = wait(token, config.compute_ms, dense)
+    with tf.control_dependencies([waited[0]]):
+        row_grads = [tf.fill(tf.shape(r), tf.constant(GRADIENT, r.dtype)) for r in rows]
+    return waited[0], list(waited[1:]), row_grads
