@@ -2,8 +2,9 @@
 tools/bench/minimal_ps_loop.py, side by side (goal: ratio >= 0.95); the last row of `python -m tools.bench`.
 
 Both train --model=dlrm with tfbench's default tables (8 x 100000 rows x 16 dims, Zipf 1.0, one id
-per table, hashed into the rows; RunConfig) at --ps_batch_size per worker, on 2 workers pinned to a
-core each, 2 ps (every table split over both: a recommender's default) and a coordinator placed
+per table, hashed into the rows; RunConfig) at --ps_batch_size per worker (tfbench makes each step's
+batch on its worker, the recommender's click stream; the minimal loop repeats one batch per worker
+made before timing), on 2 workers pinned to a core each, 2 ps (every table split over both: a recommender's default) and a coordinator placed
 alike (the minimal loop prints where it placed each process; the row says
 whether that is tfbench's plan). tfbench's asynchronous step is a round of 2 closures, so its
 --ps_num_warmup_steps + --ps_num_steps rounds face twice as many free-running closures of the
