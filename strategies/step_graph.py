@@ -13,8 +13,6 @@ from typing import Dict, Iterable, List
 _ROW_OPS = re.compile(r"Scatter|Gather|SparseApply")
 _COLLECTIVE = re.compile(r"^Collective|AllReduce|Allreduce|Allgather|AllGather|^Horovod|^Nccl")
 _JOB = re.compile(r"/job:(\w+)")
-_CALLS = {"If", "StatelessIf", "While", "StatelessWhile", "PartitionedCall", "StatefulPartitionedCall",
-          "IteratorGetNext", "IteratorGetNextAsOptional"}  # take handles along; their ops are counted inside
 
 
 def graphs(concrete_functions: Iterable) -> List:
@@ -59,25 +57,19 @@ def _shape(tensor):
 
 
 def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
-    """{row_ops: {"OpType@job": count}, variable_ops: {"OpType@job": count}, collectives: {OpType: [input
-    shapes]}, table_sized: {OpType: count}} over every graph of `concrete_functions`; variable_ops: the
-    other ops on a variable (reads, whole updates, counters: each on a ps is a part of the step there);
-    `tables`: the embedding tables' variables (or shards), whose full shapes no float tensor of a step
-    that costs the rows it touches has."""
+    """{row_ops: {"OpType@job": count}, collectives: {OpType: [input shapes]}, table_sized: {OpType: count}}
+    over every graph of `concrete_functions`; `tables`: the embedding tables' variables (or shards),
+    whose full shapes no float tensor of a step that costs the rows it touches has."""
     sizes = {tuple(t.shape.as_list()) for t in tables}
     row_ops, collectives, table_sized = collections.Counter(), collections.defaultdict(list), collections.Counter()
-    variable_ops = collections.Counter()
     for graph in graphs(concrete_functions):
         for op in graph.get_operations():
             if _ROW_OPS.search(op.type):
                 row_ops[f"{op.type}@{_job(op)}"] += 1
-            elif any(t.dtype.name == "resource" for t in op.inputs) and op.type not in _CALLS:
-                variable_ops[f"{op.type}@{_job(op)}"] += 1
             if _COLLECTIVE.search(op.type):
                 collectives[op.type].append([list(s) if s is not None else None
                                              for s in (_shape(t) for t in op.inputs if t.dtype.is_floating)])
             if any(t.dtype.is_floating and _shape(t) in sizes for t in op.outputs):
                 table_sized[op.type] += 1
-    return {"row_ops": dict(sorted(row_ops.items())), "variable_ops": dict(sorted(variable_ops.items())),
-            "collectives": dict(sorted(collectives.items())),
+    return {"row_ops": dict(sorted(row_ops.items())), "collectives": dict(sorted(collectives.items())),
             "table_sized": dict(sorted(table_sized.items())), "table_shapes": sorted(list(s) for s in sizes)}

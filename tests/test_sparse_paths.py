@@ -73,15 +73,3 @@ def test_horovod_all_gathers_rows_or_all_reduces_the_tables_dense(clusters, scen
     assert ([2000, 8] in reduced) != gathered  # sparse_as_dense: each table's gradient, whole
     if gathered:
         assert graph["table_sized"] == {}
-
-
-def test_an_asynchronous_update_asks_the_ps_for_its_reads_its_update_and_its_counters_only(clusters):
-    """Beyond the rows, an asynchronous update asks each ps for the dense weights it reads, their SGD
-    update and the step counters (the optimizer's, and the version the record's staleness reads
-    beside it); its end waits for the optimizer's count, which follows every write, and probes no
-    variable to order itself after the writes (a VariableShape per shard was a call on every ps)."""
-    step, _ = chief_graphs(clusters, "dlrm_ps_async")
-    on_ps = {op.split("@")[0]: n for op, n in step["variable_ops"].items() if op.endswith("@ps")}
-    assert "VariableShape" not in str(step["variable_ops"]), step["variable_ops"]
-    assert set(on_ps) <= {"ReadVariableOp", "ResourceApplyGradientDescent", "AssignAddVariableOp"}, on_ps
-    assert on_ps.get("ResourceApplyGradientDescent")  # the dense layers' update, on their ps

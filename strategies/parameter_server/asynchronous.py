@@ -14,7 +14,7 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-from strategies.parameter_server.ops import in_hand, on_this_worker, packed
+from strategies.parameter_server.ops import in_hand, on_this_worker, packed, settled
 from tfbench.loop import steps
 
 
@@ -24,22 +24,19 @@ def worker_step(adapter):
 
     config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
     variables, device, bound = model.trainable_variables, adapter.device, config.ps_staleness_bound
-    # the version counter and the clocks live beside the optimizer's step counter, which its
-    # apply_gradients increments once every update is written: counting an update there follows
-    # it on the same ps, and no other ps is called
-    with strategy.scope(), strategy.extended.colocate_vars_with(optimizer.iterations):
+    # the version counter and the clocks live on the ps of the first variable: their ops join
+    # that ps' part of the step rather than calling another ps
+    with strategy.scope(), strategy.extended.colocate_vars_with(variables[0]):
         version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
         clocks = tf.Variable(tf.zeros([adapter.num_workers], tf.int64), trainable=False,
                              name="worker_clocks") if bound >= 0 else None
 
-    def update(images, labels, worker, read):
-        """The update: `read` is the counter read before the weights, the result of the
-        increment once the update is written is `applied`."""
-        with tf.device(device):
-            loss, computed, grads = steps.shaped(config, model, optimizer, images, labels, config.batch_size,
-                                                 apply=False)
-            written = optimizer.apply_gradients(zip(grads, variables))  # its step count follows every write
-        with tf.control_dependencies([written]):
+    def update(images, labels, worker):
+        read = version.read_value()
+        with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
+            loss, computed, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size)
+        loss = settled(loss, variables)  # outside the partial device: outputs name one device
+        with tf.control_dependencies([loss]):
             applied = version.assign_add(1)
         if clocks is not None:  # the clock after the version: staleness.clock_staleness relies on it
             with tf.control_dependencies([applied]):
@@ -52,34 +49,32 @@ def worker_step(adapter):
         none = tf.constant(-1, tf.int64)
         return tf.constant(0.0, tf.float32), tf.timestamp(), none, none
 
-    def replica_fn(images, labels, worker, read):
+    def replica_fn(images, labels, worker):
         if config.mode == "forward":
             with tf.device(device):  # the worker's own device: the call's job/task fill the rest
                 value, computed, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size)
             none = tf.constant(-1, tf.int64)
             return value, computed, none, none
-        return update(images, labels, worker, read)
+        return update(images, labels, worker)
 
-    def run(images, labels, worker, read):
-        return on_this_worker(strategy.run(replica_fn, args=(images, labels, worker, read)))
+    def run(images, labels, worker):
+        return on_this_worker(strategy.run(replica_fn, args=(images, labels, worker)))
 
     @tf.function(jit_compile=config.xla or None)
     def step(iterator):
         start = tf.timestamp()
         with tf.control_dependencies([start]):
             images, labels, shard = next(iterator)
-            # the counter before the weights, read while the batch comes: no wait of its own
-            read = version.read_value() if config.mode == "train" else tf.constant(-1, tf.int64)
         got = in_hand((images, labels, shard))
-        with tf.control_dependencies([got, read]):  # variable reads from the ps count from the batch on
+        with tf.control_dependencies([got]):  # variable reads from the ps count from the batch on
             worker = tf.cast(shard, tf.int64)
             if clocks is None:
                 fresh = tf.constant(True)
-                loss, computed, read, applied = run(images, labels, worker, read)
+                loss, computed, read, applied = run(images, labels, worker)
             else:  # the gate stays outside strategy.run: the optimizer's merge_call must not sit in a cond
                 now = clocks.read_value()
                 fresh = tf.gather(now, worker) - tf.reduce_min(now) <= bound
-                loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker, read), idle)
+                loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker), idle)
         with tf.control_dependencies([loss, computed, read, applied, fresh]):
             end = tf.timestamp()
         return packed({"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
