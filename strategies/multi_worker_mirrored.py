@@ -61,7 +61,8 @@ class MultiWorkerMirroredAdapter(SyncAdapter):
         peer's last chunk of the all-reduce (collectives pull their inputs), and worker 0 hosts the
         coordination service every worker heartbeats to: one that exits while another is still at
         work aborts that one's collectives ("Collective ops is aborted by: Socket closed"). So each
-        waits, its records written, at the coordination service's barrier until all are there."""
+        waits, its records written, at the coordination service's barrier until all are there, and
+        the task hosting the service leaves last (leave_together)."""
         leave_together(self.strategy, self.task.name)
 
     def summary_parts(self) -> list:
@@ -72,25 +73,39 @@ class MultiWorkerMirroredAdapter(SyncAdapter):
 
 
 EXIT_BARRIER = "tfbench_records_written"
-EXIT_BARRIER_TIMEOUT_MS = 600_000  # a peer still writing its records; a dead peer fails it sooner
+LEFT_KEY = "tfbench_left/{job}/{index}"  # a worker that passed the barrier and needs the service no more
+EXIT_TIMEOUT_MS = 600_000  # a peer still writing its records; a dead peer fails the barrier sooner
 
 
 def leave_together(strategy, task_name: str) -> None:
     """Waits at the coordination service's barrier (TensorFlow configures the service for MWMS
-    clusters of more than one task) and says in the task's log when it left; a failed or timed-out
-    barrier ends the wait: this task's records are written, and the peer's own exit says what went
+    clusters of more than one task), then leaves in order: the task hosting the service last, once
+    every other has said (a key in the service's store) that it passed the barrier, so that no
+    barrier's answer is lost with the service. Says in the task's log when it left; a failed or
+    timed-out wait ends it: this task's records are written, and the peer's own exit says what went
     wrong with it."""
-    from tfbench.framework.tf_import import eager_context  # the barrier has no public API
+    from tfbench.framework.tf_import import eager_context  # the barrier and the store: no public API
 
-    context = eager_context.context()
-    if strategy.extended._num_workers <= 1 or context.coordination_service is None:  # noqa: SLF001
+    context, extended = eager_context.context(), strategy.extended
+    if extended._num_workers <= 1 or context.coordination_service is None:  # noqa: SLF001
         return
+    spec = extended._cluster_spec  # noqa: SLF001
+    me = (extended._task_type, extended._task_id)  # noqa: SLF001
+    leader = (context.coordination_service.service_leader.split("/job:")[-1].split("/")[0],
+              int(context.coordination_service.service_leader.rsplit("task:", 1)[-1]))
     try:
-        context.wait_at_barrier(EXIT_BARRIER, EXIT_BARRIER_TIMEOUT_MS)
+        context.wait_at_barrier(EXIT_BARRIER, EXIT_TIMEOUT_MS)
+        if me != leader:
+            context.set_config_key_value(LEFT_KEY.format(job=me[0], index=me[1]), "1")
+        else:
+            for job in spec.jobs:
+                for index in range(spec.num_tasks(job)):
+                    if (job, index) != me:
+                        context.get_config_key_value(LEFT_KEY.format(job=job, index=index), EXIT_TIMEOUT_MS)
         print(f"tfbench: {task_name} leaves with every worker's records written, at {time.time():.3f}", flush=True)
     except Exception as e:  # noqa: BLE001 - leaving is all that is left to do
-        print(f"tfbench: the workers' exit barrier ended early: {str(e).splitlines()[0] if str(e) else e!r}",
-              flush=True)
+        print(f"tfbench: {task_name}'s wait for the other workers ended early: "
+              f"{str(e).splitlines()[0] if str(e) else e!r}", flush=True)
 
 
 def live_options(strategy) -> dict:

@@ -19,6 +19,10 @@ from tfrun import cluster_record, run_tiny, scalars, task_records
 
 ELASTIC = ("--strategy=horovod", "--num_workers=2", "--horovod_elastic")
 ELASTIC_STEPS = 1000
+# the killed run's steps wait 20 ms (emulated compute: a sleep, no CPU), so that the rank alone cannot
+# finish the run before the killed one is back: alone, the tiny model's real steps took 3 ms (892
+# steps in 2.8 s, 2026-11-28), shorter than a rank's restart and rejoin (about 10 s)
+PACED = ("--compute=emulated", "--compute_ms=20")
 
 
 def make(by_hand=False, **kw):
@@ -149,8 +153,9 @@ def test_a_rank_that_never_rejoins_and_one_killed_before_a_full_step():
 @pytest.mark.skipif(os.geteuid() != 0, reason="elastic ranks get loopback addresses in a network namespace (root)")
 def test_a_killed_rank_is_dropped_the_other_goes_on_and_it_rejoins(logdir):
     # 2026-11-25 on 2 cores: killed after step 103, alone for 371 steps (13 s), back at step 476 of
-    # 1502; 1000 steps leave 2.4 times the steps it was out for before the run ends
-    out, run = run_tiny(logdir, "elastic", *ELASTIC, f"--num_steps={ELASTIC_STEPS}", "--fault=worker_1:kill@100")
+    # 1502; at 20 ms or more a step, 1000 steps last about 20 s, twice a rejoin
+    out, run = run_tiny(logdir, "elastic", *ELASTIC, *PACED, f"--num_steps={ELASTIC_STEPS}",
+                        "--fault=worker_1:kill@100")
     record = cluster_record(run)
     (fault,) = record["faults"]
     assert fault["restarted_by"] == "horovodrun's elastic driver" and fault["restarted_pid"] != fault["pid"]

@@ -275,6 +275,10 @@ def test_bytes_per_step_table_puts_local_and_slurm_hosts_side_by_side(tmp_path, 
     assert rows == [["ps host", "N = 2", "2.00 / 2.10", "2.04 / 2.08 |"],
                     ["each worker host (mean)", "1", "0.95 / 1.10", "1.01 / 1.00 |"]]
     assert "| reference (\\|w\\|) |" in "\n".join(lines)
+    # a recommender's tables move the rows its steps touch, not |w|: its runs are the tables section's
+    sparse = Run(str(local_dir), {**base, "launcher": "local", "model": "dlrm"},
+                 {**local.cluster, "sparse": {"unique_rows_per_shard": [10.0, 12.0]}}, [])
+    assert traffic_section.section([Point({**base, "launcher": "local", "model": "dlrm"}, [sparse])]) == []
 
 
 def test_slurm_nodes_is_blank_off_slurm():

@@ -8,6 +8,8 @@ host at that address; a run on Slurm nodes names each task's node in its cluster
 (slurm_task_nodes, from SLURMD_NODENAME). The reference per global step with N workers: the one
 ps host moves N·|w| each way and every worker host |w|; ring all-reduce moves 2(N−1)/N·|w| per
 host each way. A host holding only the coordinator is left out; a collocated ps's host is both.
+A run with embedding tables (its cluster record's `sparse`) is left to the report's tables section:
+its tables move the rows a step touches, not |w|.
 """
 from __future__ import annotations
 
@@ -95,8 +97,8 @@ def section(points: Sequence[Point]) -> List[str]:
     sizes: Dict[str, float] = {}
     for p in points:
         ok = [r for r in p.runs if r.ok and (r.cluster or {}).get("link_traffic")]
-        if not kind_of(p.config).emulated_hosts or not ok:
-            continue
+        if not kind_of(p.config).emulated_hosts or not ok or ok[0].cluster.get("sparse"):
+            continue  # embedding tables move the rows a step touches, by their own rule (the tables' section)
         run = ok[0]
         w = w_bytes(run.config)
         if not w:
