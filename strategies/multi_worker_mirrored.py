@@ -81,7 +81,8 @@ def leave_together(strategy, task_name: str) -> None:
     """Waits at the coordination service's barrier (TensorFlow configures the service for MWMS
     clusters of more than one task), then leaves in order: the task hosting the service last, once
     every other has said (a key in the service's store) that it passed the barrier, so that no
-    barrier's answer is lost with the service. Says in the task's log when it left; a failed or
+    barrier's answer is lost with the service (the key's own answer may be, when that task has
+    nothing left to do). Says in the task's log when it left; a failed or
     timed-out wait ends it: this task's records are written, and the peer's own exit says what went
     wrong with it."""
     from tfbench.framework.tf_import import eager_context  # the barrier and the store: no public API
