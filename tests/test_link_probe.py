@@ -98,3 +98,26 @@ def test_long_links_are_probed_with_fewer_round_trips():
     assert link_probe.samples_for(0.0002) == (link_probe.RTT_SAMPLES, link_probe.REPEATS)
     assert link_probe.samples_for(0.1) == (10, 2)
     assert link_probe.samples_for(0.4) == (5, 1)  # a 200 ms link: seconds, not a minute
+
+
+def test_a_probe_that_waits_out_its_timeout_is_probed_once_more_and_a_second_stall_names_the_path(monkeypatch):
+    from cluster.net import link_facts
+
+    net = links.plan_network("0a1b2c", 2, 100_000_000)
+    good = {"rtt_ms": 0.1, "alpha_ms": 0.05, "beta_bps": 94_000_000, "path": "a -> b",
+            "throughput_bps": {"forward": 94_000_000, "backward": 94_000_000},
+            "window_limited": {"forward": False, "backward": False}, "measured_with": "x"}
+    calls = []
+
+    def stalls_once(n):
+        calls.append(n)
+        if len(calls) == 1:
+            raise TimeoutError("timed out")
+        return good
+
+    monkeypatch.setattr(link_probe, "probe", stalls_once)
+    assert link_facts.facts(net, "100mbit")["measured_tx_bps"] == 94_000_000 and len(calls) == 2
+
+    monkeypatch.setattr(link_probe, "probe", lambda n: (_ for _ in ()).throw(TimeoutError("timed out")))
+    with pytest.raises(RuntimeError, match=rf"from {net.hosts[0].address} to {net.hosts[1].address} .*twice"):
+        link_facts.facts(net, "100mbit")
