@@ -27,7 +27,6 @@ BAD = [
      "--hybrid_shard_rule applies to --strategy=hybrid only"),
     (["--strategy=parameter_server", "--hybrid_shard_rule=aligned"],
      "--hybrid_shard_rule applies to --strategy=hybrid"),
-    (HYBRID2 + ["--launcher=slurm", "--dry_run"], "--strategy=hybrid does not run as Slurm tasks"),
 ]
 
 

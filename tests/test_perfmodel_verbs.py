@@ -136,10 +136,14 @@ def test_a_recommender_without_runs_names_the_crossover_with_its_interval(counts
     assert result.returncode == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if "crossover" in x and "every N of 2.." in x)
     assert line.startswith(("crossover at N=", "no crossover up to N=")) and "range of N: " in line
+    assert "the hybrid (no fit: the values of Horovod's ring and the synchronous ps it runs) is predicted" in \
+        result.stdout
     for row in rows_of(model_cli(*DLRM, "--format=json", env=counts)):
-        for strategy in ("parameter_server", "multi_worker_mirrored", "horovod"):
+        for strategy in ("parameter_server", "multi_worker_mirrored", "horovod", "hybrid"):
             rate = interval(row[f"{strategy}_examples_per_sec"])
             assert rate.low < rate.point < rate.high
+        # the hybrid's ps carry the rows alone: its busiest host never moves more than the parameter server's
+        assert row["hybrid_MB_per_step"] <= row["parameter_server_MB_per_step"] + 1e-9
     refused = model_cli("predict", "--model=dlrm", "--link_bandwidth=10mbit", env=counts)
     assert refused.returncode == 2 and "--compute_ms_per_example" in refused.stderr
 

@@ -201,6 +201,30 @@ def test_horovod_ranks_as_slurm_tasks(slurm, logdir):
     assert not os.path.exists(os.path.join(run, "tasks", "horovodrun.log"))
 
 
+def test_hybrid_ps_and_ranks_as_slurm_tasks(slurm, logdir):
+    """The hybrid's ps are Slurm's first ranks and its workers Horovod ranks that also join their TF
+    cluster: the tables' rows go through the ps, the dense gradients through Horovod's ring."""
+    import importlib.util
+
+    from clusters import DLRM
+
+    if importlib.util.find_spec("horovod") is None:
+        pytest.skip("Horovod is not installed (make horovod)")
+    proc = run_cli(*DLRM, f"--logdir={logdir}", "--run_id=hybrid", "--launcher=slurm", "--stall_timeout=120",
+                   "--strategy=hybrid", "--num_workers=2", "--num_ps=1", env=slurm.env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = os.path.join(logdir, "hybrid")
+    tasks = task_records(run)
+    assert sorted(tasks) == ["worker_0", "worker_1"]
+    assert sorted(t["horovod_rank"] for t in tasks.values()) == [0, 1]
+    assert all(sum(t["hybrid_split_ms"].values()) > 0 for t in tasks.values())
+    cluster = cluster_record(run)
+    assert cluster["status"] == "ok" and cluster["num_ps"] == 1 and cluster["slurm_job_state"] == "COMPLETED"
+    assert set(cluster["slurm_task_nodes"]) == {"ps_0", "worker_0", "worker_1"}
+    with open(os.path.join(logdir, "hybrid", "tasks", "slurm.hosts")) as f:
+        assert len(f.read().split()) == 3  # one line per Slurm rank: ps_0, worker_0, worker_1
+
+
 def test_job_and_node_facts_with_spaces_in_their_values(slurm, tmp_path, monkeypatch):
     """A job's name and comment and a node's reason hold spaces, '=' and '|': slurmctld's answers
     are read as delimited fields (cluster/slurm/query.py), where splitting `scontrol -o` on

@@ -109,3 +109,38 @@ def test_tasks_are_addressed_at_their_nodes_nodeaddr(monkeypatch, tmp_path):
                                           "worker": ["10.9.0.3:9000", "10.9.0.3:9001"]}
     assert (r.task_type, r.task_id) == ("worker", 1)
     assert slurm_resolver.at_addresses({"worker": ["n3:1"]}, {"n1": "a"}) == {"worker": ["n3:1"]}  # unknown: kept
+
+
+@pytest.mark.slow  # TensorFlow's SlurmClusterResolver
+@pytest.mark.parametrize("nodes,placement", [(1, "collocated"), (2, "collocated"), (3, "separate")])
+def test_hybrid_ranks_follow_the_ps_and_keep_the_resolvers_tf_config(monkeypatch, nodes, placement):
+    """The hybrid's workers are Horovod ranks and TF workers at once: Slurm's first ranks are the
+    ps (the resolver's sorted jobs), each worker's Horovod rank is its worker index, and its slot
+    in Horovod's host plan is the node and place the layout gave it."""
+    pytest.importorskip("horovod")
+    from cluster.slurm import horovod as slurm_horovod
+    from cluster.slurm import layout, steps
+
+    config = RunConfig(strategy="hybrid", model="dlrm", num_workers=2, num_ps=1, launcher="slurm",
+                       slurm_nodes=nodes, ps_placement=placement)
+    plan = steps.plan_for(config)
+    placed = layout.of(config, plan)
+    assert placed.order == ("ps_0", "worker_0", "worker_1")
+    names = [f"n{i}" for i in range(placed.num_nodes)]
+    per_node = [placed.nodes.count(n) for n in range(placed.num_nodes)]
+    monkeypatch.setenv(slurm_horovod.RENDEZVOUS_ENV, "127.0.0.1:7777")
+    seen = {}
+    for rank, node in enumerate(placed.nodes):
+        srun_env(monkeypatch, rank, nodelist=",".join(names), tasks_per_node=",".join(map(str, per_node)),
+                 num_tasks=len(placed.order), cpus=1)
+        monkeypatch.setenv("SLURM_NODEID", str(node))
+        monkeypatch.setenv("SLURM_LOCALID", str(placed.nodes[:rank].count(node)))
+        monkeypatch.setenv(slurm_resolver.PORT_BASE_ENV, "9500")
+        for key in ("HOROVOD_RANK", "HOROVOD_HOSTNAME"):
+            monkeypatch.delenv(key, raising=False)
+        task = resolved_task.resolve(plan, "slurm")
+        assert task.name == placed.order[rank] and task.tf_config["task"] == {"type": task.role, "index": task.index}
+        assert task.host == names[node]
+        seen[task.name] = (__import__("os").environ.get("HOROVOD_RANK"), __import__("os").environ.get("HOROVOD_HOSTNAME"))
+    assert seen == {"ps_0": (None, None), "worker_0": ("0", f"node{placed.nodes[1]}"),
+                    "worker_1": ("1", f"node{placed.nodes[2]}")}

@@ -6,7 +6,7 @@ indexed Job's entry, cluster.k8s.index) sets TF_CONFIG and TFConfigClusterResolv
 Either way the resolver's cluster spec and task become the TaskSpec's TF_CONFIG, and the rest
 of the task entry runs exactly as for a locally launched task (tfbench.task calls resolve()).
 Horovod ranks (`--task horovod`) learn their rank from horovodrun's environment, or under the
-elastic driver the host it gave them; under Slurm a rank is the Slurm rank.
+elastic driver the host it gave them; under Slurm a rank is the Slurm rank (after any ps).
 """
 from __future__ import annotations
 
@@ -33,11 +33,13 @@ def _tf_config_resolver(plan: ClusterPlan):
 
 
 def _from_slurm(plan: ClusterPlan) -> TaskSpec:
-    if plan.ranked_tasks:  # ranks: the Slurm rank is the launcher's rank
+    only_ranks = plan.ranked_tasks and not plan.traits.tf_roles  # no TF cluster to resolve
+    resolved = None if only_ranks else from_resolver(plan, _slurm_resolver(plan), task_cpus())
+    if plan.ranked_tasks and (resolved is None or resolved.horovod_rank >= 0):  # a rank: the Slurm rank's
         from cluster.slurm.horovod import rank_task
 
-        return rank_task(plan, task_cpus())
-    return from_resolver(plan, _slurm_resolver(plan), task_cpus())
+        return rank_task(plan, task_cpus(), resolved)
+    return resolved
 
 
 def _from_tf_config(plan: ClusterPlan) -> TaskSpec:

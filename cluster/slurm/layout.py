@@ -52,10 +52,20 @@ class Layout:
 
 def rank_order(plan: ClusterPlan) -> Tuple[str, ...]:
     """Task names in the order SlurmClusterResolver gives ranks to them: jobs sorted by name,
-    tasks by index (launcher ranks: by rank, first)."""
-    ranked = plan.ranked_tasks
-    return tuple(t.name for t in ranked) + tuple(
-        t.name for t in sorted(plan.tasks, key=lambda t: (t.role, t.index)) if t not in ranked)
+    tasks by index. Launcher ranks are workers numbered as their index, so they come last, in
+    rank order, after any ps (a strategy whose ranks also join a TF cluster)."""
+    return tuple(t.name for t in sorted(plan.tasks, key=lambda t: (t.role, t.index)))
+
+
+def rank_hosts(placed: Layout, plan: ClusterPlan) -> str:
+    """Horovod's host list (node<n>:slots, n the Slurm node's index) for the plan's launcher ranks
+    where the layout puts them."""
+    ranked = {t.name for t in plan.ranked_tasks}
+    slots: dict = {}
+    for name, node in zip(placed.order, placed.nodes):
+        if name in ranked:
+            slots[node] = slots.get(node, 0) + 1
+    return ",".join(f"node{n}:{k}" for n, k in slots.items())
 
 
 def blocks(count: int, nodes: int, first: int = 0) -> List[int]:

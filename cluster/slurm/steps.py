@@ -31,14 +31,13 @@ PORT_FLOOR = 20000  # task ports are picked between this and the ephemeral range
 
 def plan_for(config: RunConfig) -> ClusterPlan:
     """The run's tasks for hosts Slurm will choose: no cores pinned from here, no ports yet;
-    Horovod ranks in equal blocks per node (cluster.slurm.horovod). Emulated nodes are Slurm's
+    Horovod's hosts are the nodes the layout puts its ranks on (cluster.slurm.horovod). Emulated nodes are Slurm's
     to place tasks on, so the plan is made as for any Slurm run."""
     plan = make_plan(config.replace(hosts=(PLACEHOLDER_HOST,), network="local", link_bandwidth="", link_latency=0.0))
+    placed = layout.of(config, plan)
     if plan.ranked_tasks:
-        from cluster.slurm.horovod import with_block_hosts
-
-        plan = with_block_hosts(plan, num_nodes(config, plan))
-    warning = layout.warning(config, layout.of(config, plan))
+        plan = dataclasses.replace(plan, horovod_hosts=layout.rank_hosts(placed, plan))
+    warning = layout.warning(config, placed)
     return dataclasses.replace(plan, warnings=plan.warnings + ((warning,) if warning else ()))
 
 

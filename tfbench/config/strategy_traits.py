@@ -165,11 +165,7 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
                                             "first shards spread over the ps", tunable=_PS_PAIR),),
            tune_grid=types.MappingProxyType({"hybrid_shard_rule": ("rotated", "aligned")}),
            not_on=types.MappingProxyType({
-               "kubernetes": "cluster.k8s writes TensorFlow clusters, and its ranks meet at Horovod's rendezvous too",
-               "slurm": "its Slurm ranks would be Horovod ranks and ps tasks at once, which cluster.slurm does not "
-                        "resolve yet; start it by hand (python -m cluster.by_hand) or locally",
-               "slurm_nodes": "its Slurm ranks would be Horovod ranks and ps tasks at once, which cluster.slurm "
-                              "does not resolve yet; use --network=emulated without --launcher=slurm"})),
+               "kubernetes": "cluster.k8s writes TensorFlow clusters, and its ranks meet at Horovod's rendezvous too"})),
 )}
 STRATEGIES = tuple(TRAITS)
 

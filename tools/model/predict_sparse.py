@@ -36,11 +36,11 @@ from tools.model import recommender as judged_runs
 FLAGS = flags.FLAGS
 ASSUMPTIONS = ("one worker per host (each on one core as the runs were, with --runs); a parameter server has a ps "
                "on every worker's host (k = N), round-robin placed, and so has the hybrid (its tables' ranges by "
-               "--hybrid_shard_rule=rotated, its dense gradients on a ring; fitted runs only); compute per step "
+               "--hybrid_shard_rule=rotated, its dense gradients on a ring); compute per step "
                "as the runs measured it, a line in N (without --runs: as given, constant in N); links full duplex "
                "at the given rate, no contention beyond them")
-# the strategies a recommender runs and how each moves its tables' rows (tfbench.perfmodel.protocols)
-STRATEGIES = {s: protocols.tables_kind(s) for s in protocols.PREDICTED}
+# the strategies a recommender runs and how each moves its step (tfbench.perfmodel.protocols)
+STRATEGIES = {s: protocols.step_kind(s) for s in protocols.PREDICTED + (protocols.HYBRID,)}
 NOFIT_KEY = {"parameter_server": "parameter_server_sync"}
 UNKNOWN = ("share", "overhead_s", "phi")  # the ps's apply of rows is in its overhead
 
@@ -153,13 +153,26 @@ def unfitted_rows(counts: List[int], setting: rec.Setting):
     cross = lambda ps, gather: rec.crossover_of(  # noqa: E731
         lambda s, n: rate(s, n, (ps if STRATEGIES[s] == rec.PS else gather)[s]), STRATEGIES, looked)
     text = rec.crossover_text(cross(point, point), cross(fast, slow), cross(slow, fast), max(counts), "range")
+    ahead = lambda hybrid, others: rec.crossover_of(  # noqa: E731
+        lambda s, n: rate(s, n, (hybrid if STRATEGIES[s] == rec.HYBRID else others)[s]), STRATEGIES, looked,
+        ahead=rec.HYBRID, behind=(rec.PS, rec.ALL_GATHER))
     facts = [f"link: --link_bandwidth={FLAGS.link_bandwidth}, its configured rate",
              f"no fit: compute {FLAGS.compute_ms_per_example:g} ms per example x batch {setting.batch_size} = "
              f"{compute * 1e3:.1f} ms per worker step (given), constant in N",
              "no fit: " + "; ".join(f"{s}: {nofit.describe(u)}" for s, u in unknowns.items()),
              "the crossover's interval: the parameter server at the fast end of its ranges against all-gather at the "
-             "slow end of theirs, and the reverse (a range)"]
+             "slow end of theirs, and the reverse (a range)",
+             hybrid_line(ahead(point, point), ahead(slow, fast), ahead(fast, slow))]
     return rates, dict(STRATEGIES), text, facts
+
+
+def hybrid_line(at_point, surely, perhaps) -> str:
+    """From which N the hybrid is ahead of every other strategy: at the rule's point, at its slow end
+    against the others' fast ends, and at its fast end against their slow ends."""
+    said = lambda n: f"from N={n} on" if n else "not from any N on"  # noqa: E731
+    return (f"the hybrid (no fit: the values of Horovod's ring and the synchronous ps it runs) is predicted ahead of "
+            f"every other strategy {said(at_point)}; at the slow end of its range against the fast ends of theirs "
+            f"{said(surely)}; at its fast end against their slow ends {said(perhaps)}")
 
 
 def rows_and_lines(counts: List[int]):

@@ -28,10 +28,13 @@ GOODPUT: Tuple[float, ...] = (47.3 / 50, 93.4 / 100, 185.6 / 200, 4.77 / 5)
 # seconds a synchronous ps took to apply one update, per byte of |w|: make model's 6.9 ms for 2.12 MB
 APPLY_S_PER_BYTE: Tuple[float, ...] = (6.9e-3 / 2.12e6,)
 # strategies never fitted take the values of the protocol they share: an asynchronous ps talks gRPC to
-# its ps as the synchronous one does; the binomial tree is an all-reduce, as MWMS and Horovod
+# its ps as the synchronous one does; the binomial tree is an all-reduce, as MWMS and Horovod; the
+# hybrid runs Horovod's ring for its dense gradients and the synchronous ps's pulls and pushes for its
+# rows, so it takes the values of both
 LIKE: Dict[str, Tuple[str, ...]] = {"parameter_server_async": ("parameter_server_sync",),
                                     "tree": ("multi_worker_mirrored", "horovod"),
-                                    "allreduce": ("multi_worker_mirrored", "horovod")}
+                                    "allreduce": ("multi_worker_mirrored", "horovod"),
+                                    "hybrid": ("horovod", "parameter_server_sync")}
 SOURCE = ("fitted on 2026-11-27 by make model (sweeps/model-20261127-104509 at d6c2ade) and make model-scale "
           "(sweeps/model-scale-20261127-100614 at 7a3f2cf and -110332 at 89b2f4c): MWMS share 0.92, 0.77, 0.77; "
           "Horovod 0.90, 0.94; synchronous ps chi 0.62, 0.64, 0.68, 0.77, 0.83; overheads 0-13 ms; ps apply 6.9 ms "
