@@ -137,3 +137,14 @@ def test_a_slurm_dry_run_needs_no_slurm_here_but_the_run_does(tmp_path):
     real = run_cli(*args, env={"PATH": path}, timeout=120)
     assert real.returncode == 2 and real.stderr.startswith("tfbench: error: --launcher=slurm needs Slurm's sbatch")
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_hybrid_on_slurm_shows_its_ps_first_and_its_ranks_after(tmp_path, outside_slurm):
+    pytest.importorskip("horovod")
+    config = dict(launcher="slurm", strategy="hybrid", model="dlrm", num_workers=2, num_ps=2, slurm_nodes=2)
+    out = render(tmp_path, checked_plan(RunConfig(**config)), **config)
+    assert [line.split(",")[0] for line in out.splitlines() if "Slurm rank" in line] == [
+        "ps_0: Slurm rank 0", "ps_1: Slurm rank 1", "worker_0: Slurm rank 2 = Horovod rank 0",
+        "worker_1: Slurm rank 3 = Horovod rank 1"]
+    assert "TFBENCH_HOROVOD_RENDEZVOUS=" in out and "SlurmClusterResolver gives it its role" in out
+    assert "worker_1: Slurm rank 3 = Horovod rank 1, task 0 of node 1" in out

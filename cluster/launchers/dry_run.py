@@ -172,20 +172,22 @@ def slurm_lines(config: RunConfig, plan: ClusterPlan, run: RunDir) -> List[str]:
 
 
 def _slurm_ranks(config: RunConfig, plan: ClusterPlan) -> List[str]:
-    """Which task each Slurm rank becomes, and on which node."""
+    """Which task each Slurm rank becomes, and on which node (cluster.slurm.layout)."""
     cpus = steps.cpus_per_task(config)
-    per_node = steps.tasks_per_node(config, plan)
+    placed = layout.of(config, plan)
+    lines = []
+    for r, (name, node) in enumerate(zip(placed.order, placed.nodes)):
+        t = plan.task(name)
+        horovod = f" = Horovod rank {t.horovod_rank}" if t.horovod_rank >= 0 else ""
+        does = "serves until stopped" if t.service else ("measures" if t.measures else "side task")
+        lines.append(f"{name}: Slurm rank {r}{horovod}, task {placed.nodes[:r].count(node)} of node {node}, "
+                     f"{cpus} CPU(s), {does}")
+    if plan.traits.tf_roles:
+        lines.append(f"every task runs `python -m tfbench.task --task slurm`: SlurmClusterResolver gives it its role "
+                     f"and TF_CONFIG (ranks in job order chief, ps, worker; ports from {steps.PORT_BASE_ENV} up, one "
+                     f"per task of a node)")
     if plan.ranked_tasks:
-        return [f"{t.name}: Slurm rank {t.horovod_rank} = Horovod rank {t.horovod_rank}, task "
-                f"{t.horovod_rank % per_node} of node {t.horovod_rank // per_node}, {cpus} CPU(s)"
-                for t in plan.ranked_tasks] + [
-            f"every rank runs `python -m tfbench.task --task slurm` and meets the others at Horovod's rendezvous, "
-            f"served by this tfbench process at {slurm_horovod.rendezvous_address()}:{PORT} (no horovodrun, no ssh)"]
-    ordered = sorted(plan.tasks, key=lambda t: (t.role, t.index))  # SlurmClusterResolver: jobs in sorted order
-    lines = [f"{t.name}: Slurm rank {r}, {cpus} CPU(s), "
-             f"{'serves until stopped' if t.service else ('measures' if t.measures else 'side task')}"
-             for r, t in enumerate(ordered)]
-    lines.append(f"every task runs `python -m tfbench.task --task slurm`: SlurmClusterResolver gives it its role and "
-                 f"TF_CONFIG (ranks in job order chief, ps, worker; ports from {steps.PORT_BASE_ENV} up, one per "
-                 f"task of a node)")
+        lines.append(f"every rank runs `python -m tfbench.task --task slurm` and meets the others at Horovod's "
+                     f"rendezvous, served by this tfbench process at {slurm_horovod.rendezvous_address()}:{PORT} "
+                     f"(no horovodrun, no ssh)")
     return lines
