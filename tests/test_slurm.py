@@ -216,10 +216,10 @@ def test_hybrid_ps_and_ranks_as_slurm_tasks(slurm, logdir):
     run = os.path.join(logdir, "hybrid")
     tasks = task_records(run)
     assert sorted(tasks) == ["worker_0", "worker_1"]
-    assert sorted(t["horovod_rank"] for t in tasks.values()) == [0, 1]
-    assert all(sum(t["hybrid_split_ms"].values()) > 0 for t in tasks.values())
+    assert all(t["replicas"] == 2 and sum(t["hybrid_split_ms"].values()) > 0 for t in tasks.values())
     cluster = cluster_record(run)
-    assert cluster["status"] == "ok" and cluster["num_ps"] == 1 and cluster["slurm_job_state"] == "COMPLETED"
+    # its ps serve until stopped: once the workers are done tfbench cancels the job, as for a parameter server
+    assert cluster["status"] == "ok" and cluster["num_ps"] == 1 and cluster["slurm_job_state"] == "CANCELLED"
     assert set(cluster["slurm_task_nodes"]) == {"ps_0", "worker_0", "worker_1"}
     with open(os.path.join(logdir, "hybrid", "tasks", "slurm.hosts")) as f:
         assert len(f.read().split()) == 3  # one line per Slurm rank: ps_0, worker_0, worker_1
