@@ -6,14 +6,17 @@ each with as many addresses as it runs tasks, and handing them out to the jobs i
 consecutive, nodes in name order. Within that rule tfbench chooses the layout itself, as the
 plan's --ps_placement asks, instead of leaving it to Slurm's default block distribution:
 
-    multi_worker_mirrored, horovod   workers in equal blocks (the first nodes get one more)
-    parameter_server, collocated     coordinator and ps on the first node, with the first workers
-    parameter_server, separate       coordinator on node 0, each ps on a node of its own, workers
-                                     on the rest (with one node to spare: coordinator and ps share
-                                     node 0; on one node everything shares it)
+    workers only (MWMS, Horovod)     workers in equal blocks (the first nodes get one more)
+    ps tasks, collocated             the coordinator (if any) and the ps on the first node, with
+                                     the first workers
+    ps tasks, separate               the coordinator on node 0, each ps on a node of its own,
+                                     workers on the rest (with one node to spare: coordinator and
+                                     ps share node 0; on one node everything shares it)
 
 and runs the tasks' step with --distribution=arbitrary and SLURM_HOSTFILE, one node name per rank
 (the batch script writes that file from the job's node list, sorted as the resolver sorts them).
+Launcher ranks (Horovod's, the hybrid's workers) are workers, so they are the last Slurm ranks
+and Horovod's host list names the nodes the layout puts them on (rank_hosts).
 --slurm_nodes=0 asks for one node per worker, plus with separate ps one per ps and one for the
 coordinator. The job asks every node for as many tasks as the fullest one runs.
 """
