@@ -131,10 +131,13 @@ model: setup
 # ps host's bytes against its shards, then `median abs error = X%` and the coverage of the held-out
 # runs by their 90% intervals with the intervals' median width: 30 points, ~20 min on 2 cores, at
 # most 9 GiB in use (docs/performance-model.md). MODEL_SCALE_COMPUTE=real: the same points on real
-# compute (16 workers share 2 cores). Not part of make test.
+# compute (16 workers share 2 cores). MODEL_SCALE_REPEATS=2: every point run twice, so that the fit
+# and its intervals see the runs' own scatter (60 points, ~40 min). Not part of make test.
 MODEL_SCALE_COMPUTE ?= emulated
+MODEL_SCALE_REPEATS ?= 1
 model-scale: setup
-	d=sweeps/model-scale-$(MODEL_SCALE_COMPUTE)-$$(date +%Y%m%d-%H%M%S); c=--compute=$(MODEL_SCALE_COMPUTE); \
+	d=sweeps/model-scale-$(MODEL_SCALE_COMPUTE)-$$(date +%Y%m%d-%H%M%S); \
+	c="--compute=$(MODEL_SCALE_COMPUTE) --repeats=$(MODEL_SCALE_REPEATS)"; \
 	$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --sweep_dir=$$d/shared --report=false; \
 	for n in 1 2 3 4 8 12 16; do \
 		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --strategy=parameter_server \
