@@ -53,7 +53,7 @@ def rank_task(plan: ClusterPlan, cpus: int, resolved=None) -> TaskSpec:
     ranks_before_on_node = local - max(0, others - (procid - local))  # the node's other tasks come first
     if (slot.hostname, slot.local_rank) != (f"node{node}", ranks_before_on_node):
         raise ConfigError(f"Slurm placed rank {rank} as task {local} of node {node}, but the Horovod plan "
-                          f"({plan.horovod_hosts}) expects rank {slot.local_rank} of {slot.hostname}")
+                          f"({plan.horovod_hosts}) expects it as local rank {slot.local_rank} of {slot.hostname}")
     address, _, port = os.environ[RENDEZVOUS_ENV].rpartition(":")
     os.environ.update(horovod_gloo.rank_env(plan, rank, address, int(port), iface_towards(address)))
     if resolved is not None:
