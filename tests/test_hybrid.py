@@ -3,6 +3,8 @@ that all-reduce every other gradient. Its path is checked in the traced step (th
 devices, the dense all-reduce on the rank), its records against independent counts (the rows each
 ps serves, the dense bytes), and its weights against a single device (tests/test_aggregation.py);
 bad input is one line, exit 2, before anything is written."""
+import json
+
 import pytest
 
 from conftest import run_cli
@@ -40,10 +42,26 @@ def test_bad_input_is_one_line_before_anything_is_written(tmp_path, args, expect
     assert not logdir.exists() or not any(logdir.iterdir())
 
 
-def test_kubernetes_refuses_the_ranks_it_cannot_start(tmp_path):
-    result = run_cli(*HYBRID2, "--model=dlrm", f"--out_dir={tmp_path / 'k8s'}", module="cluster.k8s")
-    assert result.returncode == 2 and "--strategy=hybrid does not run" in result.stderr
-    assert not (tmp_path / "k8s").exists()
+def test_kubernetes_pods_meet_as_ranks_through_the_wrapper_and_the_workers_finish_the_jobset(tmp_path):
+    """Every variant starts the tasks through cluster.k8s.ranks; Horovod's host list is one rank per
+    worker pod; the JobSet succeeds when the workers do (the ps serve until stopped)."""
+    import yaml
+
+    result = run_cli(*HYBRID2, "--model=dlrm", "--num_ps=2", "--run_id=hyb", f"--out_dir={tmp_path / 'k8s'}",
+                     module="cluster.k8s")
+    assert result.returncode == 0, result.stderr
+    for name in ("jobset.yaml", "tfjob.yaml", "indexed-jobs.yaml"):
+        with open(tmp_path / "k8s" / name, encoding="utf-8") as f:
+            text = f.read()
+        assert text.count("cluster.k8s.ranks") == 2, name  # the pods of each role: ps and worker
+    with open(tmp_path / "k8s" / "jobset.yaml", encoding="utf-8") as f:
+        objects = list(yaml.safe_load_all(f))
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (jobset,) = [o for o in objects if o["kind"] == "JobSet"]
+    plan = json.loads(config_map["data"]["plan.json"])
+    workers = sorted((t for t in plan["tasks"] if t["role"] == "worker"), key=lambda t: t["horovod_rank"])
+    assert plan["horovod_hosts"] == ",".join(f"{t['host']}:1" for t in workers)
+    assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["worker"]}
 
 
 @pytest.mark.parametrize("rows,num_ps", [(2000, 2), (7, 3), (2, 4), (1, 1)])

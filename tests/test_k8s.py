@@ -27,7 +27,8 @@ PS = RunConfig(model="tiny", image_size=16, strategy="parameter_server", num_wor
                cores_per_worker=4, run_id="PS_Run.1", logdir="/runs")
 MWMS = RunConfig(model="tiny", image_size=16, strategy="multi_worker_mirrored", num_workers=3, run_id=DEFAULT_ID,
                  logdir="/runs")
-CONFIGS = {"ps": PS, "mwms": MWMS}
+HYBRID = RunConfig(model="dlrm", strategy="hybrid", num_workers=2, num_ps=2, run_id="hybrid-run", logdir="/runs")
+CONFIGS = {"ps": PS, "mwms": MWMS, "hybrid": HYBRID}
 BUILDERS = {"jobset": k8s.jobset, "tfjob": k8s.tfjob, "indexed-jobs": k8s.indexed_jobs}
 
 
@@ -143,7 +144,8 @@ def operator_tf_config(job, replica_type, index):
 def test_tfjob_operator_tf_config_round_trips(config, resolver_for):
     config_map, job = k8s.tfjob(config, TARGET)
     specs = job["spec"]["tfReplicaSpecs"]
-    expected = {"Chief": 1, "PS": 2, "Worker": 2} if config is PS else {"Worker": 3}
+    expected = {"ps": {"Chief": 1, "PS": 2, "Worker": 2}, "hybrid": {"PS": 2, "Worker": 2}}.get(
+        next(k for k, c in CONFIGS.items() if c is config), {"Worker": 3})
     assert {k: v["replicas"] for k, v in specs.items()} == expected
     plan = plan_in(config_map)
     for rtype, spec in specs.items():
@@ -190,7 +192,8 @@ def test_pod_index_tf_config_round_trips(config, builder, resolver_for):
     plan = plan_in(objects[0])
     seen = []
     for role, index, host, command in indexed_pods(objects):
-        assert f"cluster.k8s.index /etc/tfbench/plan.json {role} python -m tfbench.task --task tf_config" in command
+        ranks = "python -m cluster.k8s.ranks /etc/tfbench/plan.json " if plan.ranked_tasks else ""
+        assert f"cluster.k8s.index /etc/tfbench/plan.json {role} {ranks}python -m tfbench.task --task tf_config" in command
         resolver = resolver_for(tf_config_for(plan, role, index))
         assert (resolver.task_type, resolver.task_id) == (role, index)
         assert resolver.cluster_spec().as_dict()[role][index] == f"{host}.bench.svc:2222"
@@ -240,3 +243,49 @@ def test_cli_writes_valid_manifests_for_a_default_run_id(tmp_path):
                       module="cluster.k8s")
         assert bad.returncode == 2 and flag.split("=")[0] in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "bad").exists()
+
+
+WHAT_A_RANK_SEES = """
+import json, os, socket, sys
+env = {k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}
+if env.get("HOROVOD_RANK") == "0":  # rank 0's pod serves the rendezvous while its task runs
+    socket.create_connection((env["HOROVOD_GLOO_RENDEZVOUS_ADDR"], int(env["HOROVOD_GLOO_RENDEZVOUS_PORT"])), 5).close()
+print(json.dumps(env))
+"""
+
+
+def test_the_ranks_wrapper_serves_the_rendezvous_from_rank_0s_pod_and_gives_each_rank_its_environment(tmp_path):
+    pytest.importorskip("horovod")
+    hosts = {"worker_0": "localhost", "worker_1": "127.0.0.1"}  # two names of this machine: two pods' DNS names
+    plan = k8s._plan(HYBRID, lambda role, index: hosts.get(f"{role}_{index}", "127.0.0.2"))
+    plan_file, run_dir = tmp_path / "plan.json", tmp_path / "run"
+    plan_file.write_text(json.dumps(plan.to_dict()))
+
+    def pod(name):
+        env = {"TF_CONFIG": json.dumps(plan.task(name).tf_config), "PYTHONPATH": ROOT}
+        return subprocess.Popen([sys.executable, "-m", "cluster.k8s.ranks", str(plan_file), sys.executable, "-c",
+                                 WHAT_A_RANK_SEES, "--run_dir", str(run_dir)], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    started = {name: pod(name) for name in ("worker_1", "ps_0", "worker_0")}  # rank 1 waits for rank 0's port
+    seen = {}
+    for name, proc in started.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        seen[name] = json.loads(out)
+    port = json.loads((run_dir / "tasks" / "horovod-rendezvous.json").read_text())["port"]
+    assert seen["ps_0"] == {}
+    for rank, name in enumerate(("worker_0", "worker_1")):
+        assert seen[name]["HOROVOD_RANK"] == str(rank) and seen[name]["HOROVOD_SIZE"] == "2"
+        assert seen[name]["HOROVOD_HOSTNAME"] == hosts[name] and seen[name]["HOROVOD_LOCAL_SIZE"] == "1"
+        assert (seen[name]["HOROVOD_GLOO_RENDEZVOUS_ADDR"], seen[name]["HOROVOD_GLOO_RENDEZVOUS_PORT"]) == (
+            "localhost", str(port))
+    deadline = __import__("time").monotonic() + 10  # the rendezvous ends with rank 0's task
+    while __import__("time").monotonic() < deadline:
+        try:
+            __import__("socket").create_connection(("localhost", port), 1).close()
+        except OSError:
+            break
+        __import__("time").sleep(0.2)
+    else:
+        pytest.fail(f"the rendezvous still listens on port {port} after rank 0's task ended")

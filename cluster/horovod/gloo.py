@@ -16,7 +16,10 @@ ranks on one host share a local scope exactly as under horovodrun.
 from __future__ import annotations
 
 import dataclasses
+import socket
 from typing import Dict, List, Union
+
+import psutil
 
 from cluster.plan.spec import ClusterPlan
 
@@ -47,6 +50,17 @@ def start_rendezvous(plan: ClusterPlan) -> Rendezvous:
     port = server.start()
     server.init(host_alloc_plan(plan))
     return Rendezvous(server, port)
+
+
+def iface_towards(address: str) -> str:
+    """The network interface this node uses to reach `address` (for HOROVOD_GLOO_IFACE)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((address, 9))  # UDP connect sends nothing: it only picks the route
+        local = s.getsockname()[0]
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local for a in addrs):
+            return name
+    return "lo" if local.startswith("127.") else ""
 
 
 def rank_env(plan: ClusterPlan, rank: int, rendezvous_addr: str, rendezvous_port: Union[int, str],

@@ -4,13 +4,16 @@ One topology, three ways to run it (each a list of objects, written to a file by
 - JobSet (jobset.x-k8s.io/v1alpha2, kubernetes-sigs/jobset): one replicated job per role, each an
   Indexed Job of that role's tasks with that role's CPUs; pod i of role r is r's task i, reachable
   as <jobset>-<r>-0-<i>.<jobset> (JobSet's own headless Service); for parameter servers the
-  JobSet succeeds when the chief does (ps and workers serve until stopped).
+  JobSet succeeds when the roles that finish do (the chief, or the hybrid's workers: ps serve until
+  stopped, as do a coordinator's workers).
 - TFJob (kubeflow.org/v1): for clusters still running Kubeflow's v1 Training Operator, which sets
   each pod's TF_CONFIG itself; pods are <tfjob>-<type>-<i>.
 - Plain Indexed Jobs (batch/v1), one per role, and a headless Service: nothing to install; pods
   are <name>-<role>-<i>.<name>.
 In JobSet and plain Jobs, cluster.k8s.index builds TF_CONFIG from the role and the pod's
-JOB_COMPLETION_INDEX. Every variant carries config.json and plan.json in a ConfigMap and mounts
+JOB_COMPLETION_INDEX. Workers that are also Horovod ranks (the hybrid) start through
+cluster.k8s.ranks, which serves their rendezvous from rank 0's pod; Horovod's host list names one
+rank per pod. Every variant carries config.json and plan.json in a ConfigMap and mounts
 the run directory from a ReadWriteMany claim at /runs. Names are DNS-1035 labels whatever the run
 id (k8s_name), short enough for the pod names each controller derives from them.
 """
@@ -100,8 +103,12 @@ def job_host(name: str, namespace: str, role: str, index: int) -> str:
 
 
 def _plan(config: RunConfig, host) -> ClusterPlan:
+    """The plan with every task at its pod's DNS name; launcher ranks one per pod in Horovod's host list."""
     base = make_plan(config.replace(hosts=("pod",)))
-    return retarget(base, {t.name: (host(t.role, t.index), PORT) for t in base.tasks})
+    plan = retarget(base, {t.name: (host(t.role, t.index), PORT) for t in base.tasks})
+    if plan.ranked_tasks:
+        plan = dataclasses.replace(plan, horovod_hosts=",".join(f"{t.host}:1" for t in plan.ranked_tasks))
+    return plan
 
 
 def _roles(plan: ClusterPlan) -> Dict[str, List[TaskSpec]]:
@@ -139,34 +146,44 @@ def _pod_spec(name: str, config: RunConfig, target: Target, cpus: int, entry: Li
     return {"restartPolicy": "Never", **pod} if own_restart_policy else pod
 
 
-def _indexed_entry(role: str) -> List[str]:
-    return ["python", "-m", "cluster.k8s.index", f"{CONFIG_MOUNT}/plan.json", role,
-            "python", "-m", "tfbench.task", "--task", "tf_config"]
+def _task_entry(plan: ClusterPlan) -> List[str]:
+    """The task, through cluster.k8s.ranks where workers are also Horovod ranks (their rendezvous)."""
+    ranks = ["python", "-m", "cluster.k8s.ranks", f"{CONFIG_MOUNT}/plan.json"] if plan.ranked_tasks else []
+    return ranks + ["python", "-m", "tfbench.task", "--task", "tf_config"]
 
 
-def _job_spec(name: str, config: RunConfig, target: Target, role: str, tasks: List[TaskSpec]) -> dict:
+def _indexed_entry(plan: ClusterPlan, role: str) -> List[str]:
+    return ["python", "-m", "cluster.k8s.index", f"{CONFIG_MOUNT}/plan.json", role, *_task_entry(plan)]
+
+
+def _job_spec(name: str, config: RunConfig, target: Target, plan: ClusterPlan, role: str,
+              tasks: List[TaskSpec]) -> dict:
     """An Indexed Job of one role's tasks: pod i is the role's task i, with the role's CPUs."""
     n = len(tasks)
-    pod = _pod_spec(name, config, target, cpus_of(config, tasks[0]), _indexed_entry(role), "grpc")
+    pod = _pod_spec(name, config, target, cpus_of(config, tasks[0]), _indexed_entry(plan, role), "grpc")
     return {"completionMode": "Indexed", "completions": n, "parallelism": n, "backoffLimit": 0,
             "template": {"metadata": {"labels": {RUN_LABEL: name}}, "spec": pod}}
 
 
-def _serving_only(plan: ClusterPlan) -> bool:
-    """Parameter servers: ps and workers serve until stopped, only the chief finishes."""
-    return any(t.service for t in plan.tasks)
+def _finishing_roles(plan: ClusterPlan) -> List[str]:
+    """The roles whose tasks finish, when others serve until stopped (ps; a coordinator's
+    workers); [] when every task finishes."""
+    if not any(t.service for t in plan.tasks):
+        return []
+    return [role for role, tasks in _roles(plan).items() if not any(t.service for t in tasks)]
 
 
 def jobset(config: RunConfig, target: Target) -> List[dict]:
     """ConfigMap + JobSet with one replicated job per role."""
     name = k8s_name(config.run_id)
     plan = _plan(config, lambda role, index: jobset_host(name, target.namespace, role, index))
-    replicated = [{"name": role, "replicas": 1, "template": {"spec": _job_spec(name, config, target, role, tasks)}}
+    replicated = [{"name": role, "replicas": 1,
+                   "template": {"spec": _job_spec(name, config, target, plan, role, tasks)}}
                   for role, tasks in _roles(plan).items()]
     spec = {"network": {"enableDNSHostnames": True, "subdomain": name}, "failurePolicy": {"maxRestarts": 0},
             "replicatedJobs": replicated}
-    if _serving_only(plan):
-        spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["chief"]}
+    if _finishing_roles(plan):
+        spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": _finishing_roles(plan)}
     job = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
            "metadata": {"name": name, "namespace": target.namespace}, "spec": spec}
     return [_config_map(name, target, config, plan), job]
@@ -181,7 +198,7 @@ def indexed_jobs(config: RunConfig, target: Target) -> List[dict]:
                         "ports": [{"name": "grpc", "port": PORT}]}}
     jobs = []
     for role, tasks in _roles(plan).items():
-        spec = _job_spec(name, config, target, role, tasks)
+        spec = _job_spec(name, config, target, plan, role, tasks)
         spec["template"]["spec"]["subdomain"] = name
         jobs.append({"apiVersion": "batch/v1", "kind": "Job",
                      "metadata": {"name": f"{name}-{role}", "namespace": target.namespace,
@@ -193,7 +210,7 @@ def tfjob(config: RunConfig, target: Target) -> List[dict]:
     """ConfigMap + TFJob; the operator's own TF_CONFIG names the same tasks as the plan."""
     name = k8s_name(config.run_id)
     plan = _plan(config, lambda role, index: tfjob_host(name, target.namespace, role, index))
-    entry = ["python", "-m", "tfbench.task", "--task", "tf_config"]
+    entry = _task_entry(plan)
     specs = {}
     for role, tasks in _roles(plan).items():  # the replica spec's restartPolicy is the one the operator applies
         pod = _pod_spec(name, config, target, cpus_of(config, tasks[0]), entry, "tfjob-port", own_restart_policy=False)

@@ -15,8 +15,6 @@ import dataclasses
 import os
 import socket
 
-import psutil
-
 from cluster.horovod import gloo as horovod_gloo
 from cluster.plan import cores as cores_lib
 from cluster.plan.spec import ClusterPlan, TaskSpec
@@ -29,17 +27,6 @@ RENDEZVOUS_ENV = "TFBENCH_HOROVOD_RENDEZVOUS"
 def rendezvous_address() -> str:
     """An address of this host the compute nodes can reach (its name's address)."""
     return socket.gethostbyname(socket.gethostname())
-
-
-def iface_towards(address: str) -> str:
-    """The network interface this node uses to reach `address` (for HOROVOD_GLOO_IFACE)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((address, 9))  # UDP connect sends nothing: it only picks the route
-        local = s.getsockname()[0]
-    for name, addrs in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address == local for a in addrs):
-            return name
-    return "lo" if local.startswith("127.") else ""
 
 
 def rank_task(plan: ClusterPlan, cpus: int, resolved=None) -> TaskSpec:
@@ -55,7 +42,7 @@ def rank_task(plan: ClusterPlan, cpus: int, resolved=None) -> TaskSpec:
         raise ConfigError(f"Slurm placed rank {rank} as task {local} of node {node}, but the Horovod plan "
                           f"({plan.horovod_hosts}) expects it as local rank {slot.local_rank} of {slot.hostname}")
     address, _, port = os.environ[RENDEZVOUS_ENV].rpartition(":")
-    os.environ.update(horovod_gloo.rank_env(plan, rank, address, int(port), iface_towards(address)))
+    os.environ.update(horovod_gloo.rank_env(plan, rank, address, int(port), horovod_gloo.iface_towards(address)))
     if resolved is not None:
         if resolved.horovod_rank != rank:
             raise ConfigError(f"Slurm rank {procid} is {resolved.name} to the cluster resolver but Horovod rank {rank}")

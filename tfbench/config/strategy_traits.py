@@ -163,9 +163,7 @@ TRAITS: Dict[str, Traits] = {t.name: t for t in (
            meet=(LAUNCHER_RANKS, TF_ROLES), serves="strategies.hybrid.server:serve", all_reduce=True,
            knobs=(Knob("hybrid_shard_rule", "rotated: shard j of table t on ps (t + j) mod K, so that the tables' "
                                             "first shards spread over the ps", tunable=_PS_PAIR),),
-           tune_grid=types.MappingProxyType({"hybrid_shard_rule": ("rotated", "aligned")}),
-           not_on=types.MappingProxyType({
-               "kubernetes": "cluster.k8s writes TensorFlow clusters, and its ranks meet at Horovod's rendezvous too"})),
+           tune_grid=types.MappingProxyType({"hybrid_shard_rule": ("rotated", "aligned")})),
 )}
 STRATEGIES = tuple(TRAITS)
 
