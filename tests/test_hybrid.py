@@ -43,7 +43,7 @@ def test_bad_input_is_one_line_before_anything_is_written(tmp_path, args, expect
 
 
 def test_kubernetes_pods_meet_as_ranks_through_the_wrapper_and_the_workers_finish_the_jobset(tmp_path):
-    """Every variant starts the tasks through cluster.k8s.ranks; Horovod's host list is one rank per
+    """Every variant starts the tasks through cluster.k8s.rendezvous; Horovod's host list is one rank per
     worker pod; the JobSet succeeds when the workers do (the ps serve until stopped)."""
     import yaml
 
@@ -53,7 +53,7 @@ def test_kubernetes_pods_meet_as_ranks_through_the_wrapper_and_the_workers_finis
     for name in ("jobset.yaml", "tfjob.yaml", "indexed-jobs.yaml"):
         with open(tmp_path / "k8s" / name, encoding="utf-8") as f:
             text = f.read()
-        assert text.count("cluster.k8s.ranks") == 2, name  # the pods of each role: ps and worker
+        assert text.count("cluster.k8s.rendezvous") == 2, name  # the pods of each role: ps and worker
     with open(tmp_path / "k8s" / "jobset.yaml", encoding="utf-8") as f:
         objects = list(yaml.safe_load_all(f))
     (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]

@@ -192,7 +192,7 @@ def test_pod_index_tf_config_round_trips(config, builder, resolver_for):
     plan = plan_in(objects[0])
     seen = []
     for role, index, host, command in indexed_pods(objects):
-        ranks = "python -m cluster.k8s.ranks /etc/tfbench/plan.json " if plan.ranked_tasks else ""
+        ranks = "python -m cluster.k8s.rendezvous /etc/tfbench/plan.json " if plan.ranked_tasks else ""
         assert f"cluster.k8s.index /etc/tfbench/plan.json {role} {ranks}python -m tfbench.task --task tf_config" in command
         resolver = resolver_for(tf_config_for(plan, role, index))
         assert (resolver.task_type, resolver.task_id) == (role, index)
@@ -263,7 +263,7 @@ def test_the_ranks_wrapper_serves_the_rendezvous_from_rank_0s_pod_and_gives_each
 
     def pod(name):
         env = {"TF_CONFIG": json.dumps(plan.task(name).tf_config), "PYTHONPATH": ROOT}
-        return subprocess.Popen([sys.executable, "-m", "cluster.k8s.ranks", str(plan_file), sys.executable, "-c",
+        return subprocess.Popen([sys.executable, "-m", "cluster.k8s.rendezvous", str(plan_file), sys.executable, "-c",
                                  WHAT_A_RANK_SEES, "--run_dir", str(run_dir)], cwd=ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 

@@ -12,7 +12,7 @@ One topology, three ways to run it (each a list of objects, written to a file by
   are <name>-<role>-<i>.<name>.
 In JobSet and plain Jobs, cluster.k8s.index builds TF_CONFIG from the role and the pod's
 JOB_COMPLETION_INDEX. Workers that are also Horovod ranks (the hybrid) start through
-cluster.k8s.ranks, which serves their rendezvous from rank 0's pod; Horovod's host list names one
+cluster.k8s.rendezvous, which serves their rendezvous from rank 0's pod; Horovod's host list names one
 rank per pod. Every variant carries config.json and plan.json in a ConfigMap and mounts
 the run directory from a ReadWriteMany claim at /runs. Names are DNS-1035 labels whatever the run
 id (k8s_name), short enough for the pod names each controller derives from them.
@@ -147,8 +147,8 @@ def _pod_spec(name: str, config: RunConfig, target: Target, cpus: int, entry: Li
 
 
 def _task_entry(plan: ClusterPlan) -> List[str]:
-    """The task, through cluster.k8s.ranks where workers are also Horovod ranks (their rendezvous)."""
-    ranks = ["python", "-m", "cluster.k8s.ranks", f"{CONFIG_MOUNT}/plan.json"] if plan.ranked_tasks else []
+    """The task, through cluster.k8s.rendezvous where workers are also Horovod ranks (their rendezvous)."""
+    ranks = ["python", "-m", "cluster.k8s.rendezvous", f"{CONFIG_MOUNT}/plan.json"] if plan.ranked_tasks else []
     return ranks + ["python", "-m", "tfbench.task", "--task", "tf_config"]
 
 

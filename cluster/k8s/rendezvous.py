@@ -1,4 +1,4 @@
-"""`python -m cluster.k8s.ranks PLAN_JSON COMMAND... --run_dir DIR`: a pod's Horovod rank beside its TF_CONFIG.
+"""`python -m cluster.k8s.rendezvous PLAN_JSON COMMAND... --run_dir DIR`: a pod's Horovod rank beside its TF_CONFIG.
 
 A strategy whose workers are Horovod ranks that also join a TF cluster holding ps tasks (the
 hybrid) meets twice: through TF_CONFIG, which cluster.k8s.index (JobSet, Indexed Jobs) or the
@@ -81,7 +81,7 @@ def rank_environment(plan: ClusterPlan, task: TaskSpec, run_dir: str) -> Optiona
 
 def main(argv) -> int:
     if len(argv) < 3 or "--run_dir" not in argv[:-1]:
-        print("usage: python -m cluster.k8s.ranks PLAN_JSON COMMAND... --run_dir DIR", file=sys.stderr)
+        print("usage: python -m cluster.k8s.rendezvous PLAN_JSON COMMAND... --run_dir DIR", file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as f:
         plan = ClusterPlan.from_dict(json.load(f))
@@ -90,7 +90,7 @@ def main(argv) -> int:
     try:
         env = rank_environment(plan, task_of(plan, json.loads(os.environ["TF_CONFIG"])), run_dir)
     except (KeyError, ValueError, TimeoutError, OSError) as e:
-        print(f"cluster.k8s.ranks: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"cluster.k8s.rendezvous: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     os.environ.update(env or {})
     os.execvp(command[0], command)
