@@ -179,6 +179,19 @@ def _no_tensorflow_in_a_fast_run(request):
         pytest.fail("a fast test imported TensorFlow (mark it slow):\n" + "\n".join(new), pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_launcher_variable_left_behind():
+    """A test that sets a rank's environment in this process (Horovod's, TF_CONFIG) must undo it:
+    every run the suite starts after it would inherit it (two ranks that both believe they are
+    rank 0 wait for each other until Gloo's timeout)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "TF_CONFIG"))}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "TF_CONFIG"))}
+    if after != before:
+        changed = sorted(set(after.items()) ^ set(before.items()))
+        pytest.fail(f"the test left launcher variables changed in the suite's environment: {changed}", pytrace=False)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Fails the suite when it leaves anything behind that was not there at its start
     (cluster.supervision.leftovers), however every test ended; under xdist, pytest that started the workers

@@ -118,6 +118,7 @@ def test_hybrid_ranks_follow_the_ps_and_keep_the_resolvers_tf_config(monkeypatch
     ps (the resolver's sorted jobs), each worker's Horovod rank is its worker index, and its slot
     in Horovod's host plan is the node and place the layout gave it."""
     pytest.importorskip("horovod")
+    from cluster.horovod import gloo as horovod_gloo
     from cluster.slurm import horovod as slurm_horovod
     from cluster.slurm import layout, steps
 
@@ -129,6 +130,9 @@ def test_hybrid_ranks_follow_the_ps_and_keep_the_resolvers_tf_config(monkeypatch
     names = [f"n{i}" for i in range(placed.num_nodes)]
     per_node = [placed.nodes.count(n) for n in range(placed.num_nodes)]
     monkeypatch.setenv(slurm_horovod.RENDEZVOUS_ENV, "127.0.0.1:7777")
+    for key in horovod_gloo.rank_env(plan, 0, "a", 1, "lo"):  # rank_task sets them in os.environ: undone at the end
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
     seen = {}
     for rank, node in enumerate(placed.nodes):
         srun_env(monkeypatch, rank, nodelist=",".join(names), tasks_per_node=",".join(map(str, per_node)),
@@ -137,7 +141,7 @@ def test_hybrid_ranks_follow_the_ps_and_keep_the_resolvers_tf_config(monkeypatch
         monkeypatch.setenv("SLURM_LOCALID", str(placed.nodes[:rank].count(node)))
         monkeypatch.setenv(slurm_resolver.PORT_BASE_ENV, "9500")
         for key in ("HOROVOD_RANK", "HOROVOD_HOSTNAME"):
-            monkeypatch.delenv(key, raising=False)
+            monkeypatch.delenv(key, raising=False)  # the previous rank's
         task = resolved_task.resolve(plan, "slurm")
         assert task.name == placed.order[rank] and task.tf_config["task"] == {"type": task.role, "index": task.index}
         assert task.host == names[node]
