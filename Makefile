@@ -177,18 +177,18 @@ dlrm: setup
 		--sweep_dir=$$d/emulated --report=false; \
 	$(PY) -m tools.report $$d
 
-# The recommender's step model judged where it never looked: fitted on MWMS, Horovod and a
-# synchronous parameter server with a ps per host at 1-4 workers (3 runs each), judged on MWMS and
-# Horovod at 8, 12, 16 and the parameter server at 8, 12 (2 runs each), on 10 Mbit links; prints
-# each held-out run's error and interval, their coverage and median width, and the crossover as an
-# interval of N: 52 runs, about 2 h on 2 cores, at most 17 GB (docs/performance-model.md). Not part
+# The recommender's step model judged where it never looked: fitted on MWMS, Horovod, a synchronous
+# parameter server with a ps per host and the hybrid at 1-4 workers (3 runs each), judged on MWMS
+# and Horovod at 8, 12, 16 and the parameter server and the hybrid at 8, 12 (2 runs each), on
+# 10 Mbit links; prints each held-out run's error and interval, their coverage and median width, and
+# the crossover as an interval of N: 68 runs, at most 17 GB (docs/performance-model.md). Not part
 # of make test.
 dlrm-scale: setup
 	d=sweeps/dlrm-scale-$$(date +%Y%m%d-%H%M%S); \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --sweep_dir=$$d/fit --report=false; \
 	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --strategy=multi_worker_mirrored,horovod \
 		--num_workers=8,12,16 --repeats=2 --sweep_dir=$$d/allgather --report=false; \
-	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --strategy=parameter_server \
+	$(PY) -m tools.sweep --config=tools/sweeps/dlrm-scale.yaml --strategy=parameter_server,hybrid \
 		--num_workers=8,12 --repeats=2 --sweep_dir=$$d/ps --report=false; \
 	$(PY) -m tools.model recommender $$d
 
