@@ -94,7 +94,7 @@ def loss(config, model, features):
     # The reads themselves stay outside the batch's colocation: a resource op runs where its
     # variable lives, and one inside the batch's group made the placer move parts of the group
     # (the splats, the reads' consumers) next to a ps. A parameter server's emulated step then
-    # carried 1.5x the bytes of its real one on its links, and ran 44% slower than it (dlrm_criteo,
+    # carried 1.4-1.6x the bytes of its real one on its links, and ran 44% slower than it (dlrm_criteo,
     # 2 workers, 2 ps, 100 Mbit/s). Only what consumes the reads sits beside the batch.
     # A table (whole, mirrored, or the ShardedVariable whose shards a parameter server holds): the
     # rows the model looks up, the batch's unique ids, read as the model reads them (never whole),
