@@ -10,7 +10,7 @@ from tools.report import latency as latency_report
 from tools.rundirs.runs import find_runs
 
 PS = ["--strategy=parameter_server", "--num_workers=2", "--ps_placement=separate", "--network=emulated",
-      "--link_bandwidth=100mbit", "--num_warmup_steps=1", "--num_steps=3"]
+      "--link_bandwidth=100mbit", "--num_warmup_steps=1", "--num_steps=3", "--batch_size=256"]
 
 
 @pytest.mark.slow
@@ -18,8 +18,10 @@ PS = ["--strategy=parameter_server", "--num_workers=2", "--ps_placement=separate
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_a_two_worker_ps_idles_more_at_10_ms_than_at_0(logdir):
     """10 ms each way (tools/sweeps/latency.yaml goes to 200): every cluster start-up RPC pays the
-    round trip, so a larger delay buys no more evidence for many seconds more (the workers idle
-    86% of the measured window at 0 ms and 99% at 10 ms; 20 s for the run at 10 ms, 27 s at 30)."""
+    round trip, so a larger delay buys no more evidence for many seconds more. A batch of 256 gives the
+    step compute of its own (4-6 ms): at the tiny model's batch of 4 the workers idled 95-98% of the
+    step already at 0 ms, and one slow step left no room for 10 ms to show; at 256 they idle 80% at
+    0 ms and 97% at 10 ms (2026-12-06)."""
     _, fast = run_tiny(logdir, "lat0", *PS)
     _, slow = run_tiny(logdir, "lat10", *PS, "--link_latency=10")
     link = cluster_record(slow)["link"]
