@@ -5,7 +5,8 @@ it asserts on the same records. docs/testing.md lists them with the tests that r
 A scenario merges runs that used to differ only in flags that matter to one test and not to the
 other (e.g. hard placement and a straggler); the tests read the step counts and flags from the
 run's own config.json, not from constants. A launch that fails, or leaves a process of its run
-behind, fails every test that reads it, with the run's output, and is not launched again."""
+behind, fails every test that reads it, with the run's output, and is not launched again; so does one that leaves its scratch directory (its tasks'
+temporary files) behind."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,7 @@ import imagenet_records
 import pytest
 
 from conftest import TINY, processes_mentioning, run_cli
+from tfbench.results.rundir import RunDir
 
 PS2 = ("--strategy=parameter_server", "--num_workers=2")
 MWMS2 = ("--strategy=multi_worker_mirrored", "--num_workers=2")
@@ -172,6 +174,8 @@ class Clusters:
             return f"scenario {name} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         if left:
             return f"scenario {name} left processes behind: {left}"
+        if os.path.exists(RunDir(run).scratch):
+            return f"scenario {name} left its scratch directory {RunDir(run).scratch}: {os.listdir(RunDir(run).scratch)}"
         return Launched(name, proc.stdout, run, weights)
 
     def records(self, name: str = "tools.data") -> str:

@@ -10,7 +10,8 @@ record. FAKE_MODE (or FAKE_MODE_<task name>, which wins) makes it misbehave:
   bind_fail_always  fails to bind its port on every start
   serve             reports "ready" and serves until SIGTERM (a ps or parameter-server worker)
   exit_early        reports "ready" and exits 0 at once
-FAKE_IGNORE_TERM=1 ignores SIGTERM so that only SIGKILL stops it.
+FAKE_IGNORE_TERM=1 ignores SIGTERM so that only SIGKILL stops it. FAKE_TEMP_FILE=1 leaves a file in
+the temporary directory, as TensorFlow's autograph does until a clean exit, and prints its path.
 With --group N it plays horovodrun: starts N ranks (worker_0..worker_N-1) in sessions of their
 own, each logging to tasks/worker_<rank>.log, and exits with the first non-zero rank exit code.
 """
@@ -111,6 +112,11 @@ def task_main() -> None:
     if os.environ.get("FAKE_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"fake_task {name}: pid {os.getpid()} mode {mode}", flush=True)
+    if setting("FAKE_TEMP_FILE", name) == "1":
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", prefix="__autograph_generated_file", delete=False) as f:
+            print(f"fake_task {name}: temporary file {f.name}", flush=True)
     if mode in ("bind_fail", "bind_fail_always"):
         fail_to_bind(run_dir, name, always=mode == "bind_fail_always")
     server = bind_own_port()  # noqa: F841 - held open until exit

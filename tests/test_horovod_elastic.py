@@ -217,6 +217,12 @@ def test_a_killed_launcher_takes_horovodrun_and_its_ranks_with_it(logdir):
     cleanup = subprocess.run([sys.executable, "-m", "cluster.net.netns", "--cleanup"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)  # what the next run does: the dead run's namespace goes
     assert cleanup.returncode == 0 and "stale run" in cleanup.stdout
+    from cluster.supervision import scratch
+    from tfbench.results.rundir import RunDir
+
+    left = RunDir(os.path.abspath(run)).scratch  # the ranks' temporary files, which no clean-up of the run removed
+    assert left in scratch.stale() and os.listdir(left)
+    assert left in scratch.remove_stale() and not os.path.exists(left)  # as the next run's start does
 
 
 def test_tensorboard_layout_of_an_elastic_run_charts_the_ranks_in_each_step():

@@ -345,3 +345,18 @@ def test_run_from_another_thread_leaves_signal_handling_alone(tmp_path):
     result, out = results[0]
     assert not result.ok and result.reason.startswith("every task exited 0 but no results were recorded"), out
     assert assert_clean(run)[-1]["status"] == "failed"
+
+
+def test_temporary_files_of_tasks_killed_outright_go_with_the_run(tmp_path):
+    """A task that SIGTERM cannot end (a parameter server's TensorFlow runtime) is SIGKILLed and never
+    removes its temporary files; they are in the run's scratch directory, which goes with the run."""
+    envs = {"worker_0": SERVE, "worker_1": SERVE, "ps_0": {**SERVE, "FAKE_IGNORE_TERM": "1"}}
+    plan, run, config = setup_run(tmp_path, envs, strategy="parameter_server", num_ps=1)
+    plan = with_env(plan, {t.name: {"FAKE_TEMP_FILE": "1"} for t in plan.tasks})
+    result, out = launch(plan, run, config)
+    assert result.ok, out
+    assert_clean(run)
+    made = [line.rsplit(" ", 1)[1] for t in plan.tasks
+            for line in log_of(run, t.name).splitlines() if "temporary file" in line]
+    assert len(made) == len(plan.tasks) == 4 and all(os.path.dirname(path) == run.scratch for path in made), made
+    assert not os.path.exists(run.scratch)

@@ -54,3 +54,29 @@ def test_a_namespace_left_behind_is_seen():
     finally:
         pyroute2_netns.remove(name)
     assert mine(suite_leftovers(before), name) == []
+
+
+def test_a_scratch_directory_goes_when_its_supervisor_is_gone_and_stays_while_it_lives(tmp_path):
+    import json
+
+    from cluster.supervision import scratch
+    from tfbench.results.rundir import RunDir
+
+    live, dead = RunDir(str(tmp_path / "live")), RunDir(str(tmp_path / "dead"))
+    scratch.open_run(live)
+    scratch.open_run(dead)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    owner = os.path.join(dead.scratch, scratch.OWNER_FILE)
+    with open(owner) as f:
+        info = json.load(f)
+    with open(owner, "w") as f:
+        json.dump({**info, "pid": gone.pid}, f)
+    try:
+        assert dead.scratch in scratch.stale() and live.scratch not in scratch.stale()
+        assert dead.scratch in scratch.remove_stale()
+        assert not os.path.exists(dead.scratch) and os.path.isdir(live.scratch)
+    finally:
+        scratch.close_run(live)
+        scratch.close_run(dead)
+    assert not os.path.exists(live.scratch)

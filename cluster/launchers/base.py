@@ -54,12 +54,15 @@ def default_command(run: RunDir) -> TaskCommand:
 
 def unit_env(run: RunDir, name: str, task_env: Dict[str, str], task: Optional[str] = None) -> Dict[str, str]:
     """The launcher's environment plus the task's; logs unbuffered so that a killed task's last
-    lines are in its log, and this checkout importable whatever the working directory."""
+    lines are in its log, this checkout importable whatever the working directory, and temporary
+    files in the run's scratch directory (cluster.supervision.scratch), which supervise() removes
+    however the task ended."""
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH")) if p)
     env.update(task_env)
     env[teardown.RUN_DIR_VARIABLE] = run.path
+    env["TMPDIR"] = run.scratch  # a host without this directory falls back to /tmp (Python's tempfile)
     env["TFBENCH_TASK"] = task or name
     return env
 

@@ -22,7 +22,7 @@ from cluster.faults.injector import FaultInjector
 from cluster.faults.straggler import OnceReady
 from cluster.launchers.base import HOROVOD_GROUP, Launcher, Unit
 from cluster.plan.spec import ClusterPlan, write_plan
-from cluster.supervision import teardown
+from cluster.supervision import scratch, teardown
 from cluster.supervision.outcome import Ending, LaunchResult, RecordHook, read_log, report, stop_monitor, told
 from cluster.supervision.signals import CaughtSignals, signal_name
 from cluster.supervision.status import StatusLine, all_ready, describe, phase_text
@@ -65,6 +65,7 @@ def supervise(launcher: Launcher, plan: ClusterPlan, run: RunDir, config: RunCon
     first_record = len(records.read(run.results))
     with CaughtSignals() as caught:
         try:
+            scratch.open_run(run)
             ending = _set_up(launcher, plan)
             if not isinstance(ending, Ending):
                 plan = ending
@@ -77,6 +78,7 @@ def supervise(launcher: Launcher, plan: ClusterPlan, run: RunDir, config: RunCon
             status.end()
             resources = stop_monitor(monitor, status)
             _cleanup(launcher, status)
+            scratch.close_run(run)  # every process of the run is gone by now
     extra = {"resources": resources, **launcher.record(), **fault_record}
     return report(ending, first_record, run, config, extra, time.monotonic() - started, status, record_hooks)
 

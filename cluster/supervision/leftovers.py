@@ -1,7 +1,8 @@
 """What tfbench's runs could leave on this machine when a clean-up fails: their processes (tasks,
 namespace wrappers, horovodrun, delay lines, the Slurm job follower and node monitors, and the
 daemons of a private Slurm, whose files sit in a tfbench-* directory), network namespaces,
-interfaces (links, TAP devices, login links: all named tfb*) and namespace owner files.
+interfaces (links, TAP devices, login links: all named tfb*), namespace owner files and the runs'
+scratch directories (their tasks' TMPDIR, tfbench.results.rundir).
 
 A snapshot before and after a run, a soak (tools.bench.soak) or the test suite (tests/conftest.py),
 compared kind by kind, shows what was left behind.
@@ -9,12 +10,14 @@ compared kind by kind, shows what was left behind.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from typing import Callable, Dict, Set
 
 import psutil
 
 from cluster.net import netns
+from tfbench.results.rundir import SCRATCH_PREFIX
 
 COMMANDS = ("tfbench.task", "-m tfbench", "horovodrun", "cluster.net.netns_exec", "cluster.net.delay_line",
             "cluster.slurm.job", "cluster.slurm.node_monitor")
@@ -47,7 +50,8 @@ def snapshot() -> Dict[str, Set[str]]:
     owners = sorted(os.listdir(netns.OWNER_DIR)) if os.path.isdir(netns.OWNER_DIR) else []
     return {"processes": processes(), "namespaces": set(netns.list_namespaces()),
             "interfaces": {i for i in psutil.net_if_addrs() if i.startswith("tfb")},
-            "namespace owner files": set(owners)}
+            "namespace owner files": set(owners),
+            "scratch directories": {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(SCRATCH_PREFIX)}}
 
 
 def new_since(before: Dict[str, Set[str]], now: Dict[str, Set[str]]) -> Dict[str, Set[str]]:

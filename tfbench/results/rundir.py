@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import os
+import tempfile
 
 from tfbench.config.errors import ConfigError
+
+
+SCRATCH_PREFIX = "tfbench-scratch-"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +46,14 @@ class RunDir:
 
     def task_tb(self, task_name: str) -> str:
         return os.path.join(self.tb_dir, task_name)
+
+    @property
+    def scratch(self) -> str:
+        """The run's temporary directory (its tasks' TMPDIR), outside the run directory and removed
+        when the run ends: TensorFlow writes autograph sources there and deletes them only at a clean
+        exit, which a task ended by a signal (every parameter server) never reaches."""
+        digest = hashlib.sha1(self.path.encode()).hexdigest()[:8]
+        return os.path.join(tempfile.gettempdir(), f"{SCRATCH_PREFIX}{self.run_id[-40:]}-{digest}")
 
     def write_json(self, name: str, value) -> None:
         tmp = self.file(name + ".tmp")

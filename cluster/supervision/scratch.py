@@ -1,0 +1,63 @@
+"""Each run's scratch directory: its tasks' TMPDIR (tfbench.results.rundir.RunDir.scratch), owned
+by the process that supervises the run and removed when the run ends.
+
+TensorFlow writes its autograph sources to the temporary directory and deletes them at a clean
+exit only; a task that tfbench stops with a signal (every parameter server, any task of a failed
+run) never gets there. The owner file, as the namespaces' (cluster.net.netns), lets the next run
+remove the directory of a run whose supervisor was killed outright.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import tempfile
+from typing import List
+
+import psutil
+
+from tfbench.results.rundir import SCRATCH_PREFIX, RunDir
+
+OWNER_FILE = ".tfbench-owner.json"
+
+
+def open_run(run: RunDir) -> str:
+    """Creates the run's scratch directory, owned by this process, after removing dead runs' ones."""
+    remove_stale()
+    os.makedirs(run.scratch, exist_ok=True)
+    me = psutil.Process()
+    with open(os.path.join(run.scratch, OWNER_FILE), "w", encoding="utf-8") as f:
+        json.dump({"pid": me.pid, "create_time": me.create_time(), "run_dir": run.path}, f)
+    return run.scratch
+
+
+def close_run(run: RunDir) -> None:
+    """Removes the directory and what the run's tasks left in it; call once they are all gone."""
+    shutil.rmtree(run.scratch, ignore_errors=True)
+
+
+def _owner_alive(path: str) -> bool:
+    """True unless the directory's owner file names a process that no longer exists."""
+    try:
+        with open(os.path.join(path, OWNER_FILE), encoding="utf-8") as f:
+            info = json.load(f)
+        return abs(psutil.Process(int(info["pid"])).create_time() - float(info["create_time"])) < 0.01
+    except FileNotFoundError:
+        return True  # being created, or not a directory tfbench made
+    except (OSError, ValueError, KeyError, psutil.Error):
+        return False
+
+
+def stale() -> List[str]:
+    """Scratch directories of runs whose supervising process is gone."""
+    found = glob.glob(os.path.join(tempfile.gettempdir(), SCRATCH_PREFIX + "*"))
+    return sorted(p for p in found if os.path.isdir(p) and not _owner_alive(p))
+
+
+def remove_stale() -> List[str]:
+    """Removes every stale scratch directory; the paths removed."""
+    gone = stale()
+    for path in gone:
+        shutil.rmtree(path, ignore_errors=True)
+    return gone
