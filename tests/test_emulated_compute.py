@@ -1,7 +1,8 @@
 """--compute=emulated: the traced step waits (tf.data's sleep) in place of the model and makes the
 gradients a real step makes (shapes, dtypes, a table's rows); the wait is measured once per machine
 and setting and cached; records say compute was emulated. The check against real compute on
-emulated hosts (MWMS, 2 workers, 200 Mbit/s links with 5 ms of latency) is at the end (root, serial)."""
+emulated hosts (MWMS, 2 workers, 200 Mbit/s links; AlexNet at 64 px, and the tiny model over links
+with 5 ms of latency) is at the end (root, serial)."""
 import json
 import os
 
@@ -87,21 +88,31 @@ def test_the_wait_is_measured_once_cached_and_named_in_the_records(tmp_path, log
     assert given.returncode == 0 and "a wait of 7 ms per worker step (given)" in given.stdout
 
 
+# (model flags, link flags, why): AlexNet is the issue's setting, whose 149 MB of weights make a step
+# nearly all all-reduce at 200 Mbit/s (2026-12-06: 7.8 s a step, 0.7 s of it compute; 1.00, 103 s);
+# the tiny model at 64 px and batch 256 computes about 36 ms of a step whose all-reduce, over links
+# with 5 ms of latency, takes about 23 ms, so both parts count (1.00, 1.00, 1.03; 23 s)
+EMULATED_VS_REAL = {
+    "alexnet": (["--model=alexnet", "--image_size=64", "--num_classes=10", "--batch_size=32", "--num_warmup_steps=1",
+                 "--num_steps=3"], [], 0.01),
+    "tiny_with_latency": (["--model=tiny", "--image_size=64", "--num_classes=10", "--batch_size=256",
+                           "--num_warmup_steps=3", "--num_steps=30"], ["--link_latency=5"], 0.25),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.serial
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
-def test_mwms_on_emulated_hosts_runs_as_fast_emulated_as_real(tmp_path, logdir):
-    """MWMS, 2 one-core workers on emulated hosts joined by 200 Mbit/s links with 5 ms of latency: the
-    rate with the compute emulated (measured on this machine) within AGREEMENT of the real one. The
-    tiny model at 64 px and batch 256 computes about 36 ms of a step whose all-reduce takes about
-    23 ms, so both parts count (2026-12-06: 1.00, 1.00, 1.03; 23 s). `make emulated` has AlexNet's
-    table, whose 149 MB of weights make a step nearly all communication at this rate."""
+@pytest.mark.parametrize("case", list(EMULATED_VS_REAL))
+def test_mwms_on_emulated_hosts_runs_as_fast_emulated_as_real(tmp_path, logdir, case):
+    """MWMS, 2 one-core workers on emulated hosts joined by 200 Mbit/s links: the rate with the
+    compute emulated (measured on this machine) within AGREEMENT of the real one, on a step whose
+    all-reduce is at least the given share of its compute (EMULATED_VS_REAL)."""
+    model, link, share = EMULATED_VS_REAL[case]
     env = {"TFBENCH_COMPUTE_CACHE": str(tmp_path / "compute.json")}
-    flags = ["--model=tiny", "--image_size=64", "--num_classes=10", "--batch_size=256", "--num_warmup_steps=3",
-             "--num_steps=30", "--strategy=multi_worker_mirrored", "--num_workers=2", "--cores_per_worker=1",
-             "--network=emulated", "--link_bandwidth=200mbit", "--link_latency=5", "--monitor=false",
-             f"--logdir={logdir}"]
+    flags = [*model, "--strategy=multi_worker_mirrored", "--num_workers=2", "--cores_per_worker=1",
+             "--network=emulated", "--link_bandwidth=200mbit", *link, "--monitor=false", f"--logdir={logdir}"]
     rates = {}
     for compute in ("real", "emulated"):
         result = run_cli(*flags, f"--compute={compute}", f"--run_id={compute}", env=env, timeout=600)
@@ -111,7 +122,7 @@ def test_mwms_on_emulated_hosts_runs_as_fast_emulated_as_real(tmp_path, logdir):
         assert cluster["compute"]["mode"] == compute
         rates[compute] = records.unit_rate(cluster)
         parts = cluster["step_breakdown"]["mean_s"]
-        assert parts["communication"] > 0.25 * parts["compute"], parts  # the links' part is no rounding error
+        assert parts["communication"] > share * parts["compute"], parts  # the links' part is no rounding error
     assert abs(rates["emulated"] / rates["real"] - 1) <= AGREEMENT, rates
 
 
