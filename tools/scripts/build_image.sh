@@ -61,15 +61,20 @@ echo "tfbench: building $IMAGE (VARIANT=$VARIANT, BASE=$BASE, commit $commit)" >
 before=$(podman images --all --quiet --no-trunc | sort)
 started=$(date +%s)
 podman build --network=host "${volumes[@]}" --build-arg BASE="$BASE" --build-arg VARIANT="$VARIANT" \
-  --build-arg TFBENCH_COMMIT="$commit" --tag "$IMAGE" --file "$context/Containerfile" "$context"
+  --build-arg TFBENCH_COMMIT="$commit" --tag "$IMAGE" --file "$context/Containerfile" "$context" \
+  2>&1 | tee "$work/build.log"
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
-# The images earlier builds of this tag made (its former image, stages no longer used) go; those
-# this build still stands on (the pins' layer, its cache) are refused by `podman rmi` and stay.
+# The images earlier builds of this tag made and this one did not use (its former image, stages no
+# longer used) go. Every image this build made or took from the cache (each step's "--> <id>") stays:
+# podman removes an untagged stage image that a newer image stands on, and the next build then finds
+# no cache and installs the pins again (141 s instead of 33 s here, 2026-12-06).
 state="${XDG_CACHE_HOME:-$HOME/.cache}/tfbench/image-$(echo "$IMAGE" | tr '/:' '__').ids"
 mkdir -p "$(dirname "$state")"
 current=sha256:$(podman image inspect --format '{{.Id}}' "$IMAGE")
+used=$(sed -n 's/^--> \(Using cache \)\{0,1\}\([0-9a-f]\{11,\}\).*/\2/p' "$work/build.log" | cut -c1-11 | sort -u)
 for id in $(cat "$state" 2>/dev/null); do
-  [ "$id" = "$current" ] || podman rmi "$id" >/dev/null 2>&1 || true
+  short=$(echo "${id#sha256:}" | cut -c1-11)
+  [ "$id" = "$current" ] || echo "$used" | grep -qx "$short" || podman rmi "$id" >/dev/null 2>&1 || true
 done
 { podman images --all --quiet --no-trunc | sort | comm -13 <(echo "$before") -
   for id in $(cat "$state" 2>/dev/null); do if podman image exists "$id"; then echo "$id"; fi; done
