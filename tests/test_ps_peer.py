@@ -35,6 +35,8 @@ GONE_WITHIN_S = 15.0
     ("tools.bench.minimal_ps_loop", ["--num_steps=x"], "tools.bench.minimal_ps_loop: error: argument --num_steps"),
     ("tools.bench.minimal_ps_loop", ["--id_layout=other"],
      "tools.bench.minimal_ps_loop: error: --id_layout must be hashed or hot_first, got 'other'"),
+    ("tools.bench.minimal_ps_loop", ["--record=all"],
+     "tools.bench.minimal_ps_loop: error: --record must be one of none, held, per_worker, got 'all'"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(module, args, expected):
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -67,6 +69,18 @@ def test_a_run_prints_its_rate_and_leaves_nothing(logdir):
     cores = sorted(os.sched_getaffinity(0))
     assert out["placement"] == {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
                                 for k, (c, i, j) in minimal_ps_loop.placement(2, cores).items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("record", ["held", "per_worker"])
+def test_every_closures_record_reaches_the_coordinator_held_or_kept_on_its_worker(logdir, record):
+    """Warm-up and timed closures each leave one record (loss, start, end on its worker): fetched from
+    its RemoteValue, or read from the per-worker variables once the closures are joined."""
+    proc = subprocess.run([sys.executable, MINIMAL, *TINY, "--num_ps=2", f"--record={record}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, MINIMAL_PS_LOOP_TEST=logdir))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (out["record"], out["records_read"]) == (record, 2 + 4)
 
 
 @pytest.mark.slow

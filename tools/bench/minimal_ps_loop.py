@@ -9,6 +9,13 @@ then schedules --num_steps closures at once, free-running, and prints one JSON l
 where each process ran. A closure is one asynchronous update of whichever worker runs it (pull
 the rows and weights, compute, push), as in TensorFlow's parameter-server tutorial.
 
+--record says what becomes of each closure's record (its loss, start and end on the worker):
+`none` (the default) lets it go, as the tutorial does; `held` keeps each closure's RemoteValue and
+fetches them after the join (ClusterCoordinator's worker thread then copies every output to the
+coordinator before it dispatches that worker's next closure); `per_worker` writes it into a
+per-worker variable (`tf.Variable(..., per_worker_variable=True)`, on each worker) and reads every
+worker's once after the join, so that nothing is held. The JSON line counts the records read back.
+
 Placement, as tfbench places --num_workers=N --cores_per_worker=1 (cluster/plan): worker i is
 pinned to the i-th core this process may use (1 intra-op, 2 inter-op threads); the ps, then the
 coordinator, take a spare core each when there is one, else share the workers' cores (threads:
@@ -47,7 +54,10 @@ FLAGS = (("batch_size", int, 32, "examples per closure (per worker)"),
          ("dense_features", int, 13, "inputs of the bottom MLP"), ("num_workers", int, 2, "worker servers"),
          ("num_ps", int, 1, "parameter servers"),
          ("num_warmup_steps", int, 10, "closures scheduled and waited for before timing"),
-         ("num_steps", int, 100, "closures timed"), ("seed", int, 0, "seed of the data"))
+         ("num_steps", int, 100, "closures timed"), ("seed", int, 0, "seed of the data"),
+         ("record", str, "none", "each closure's record: none (let go), held (fetched after the join), "
+                                 "per_worker (written on its worker, read after the join)"))
+RECORDS = ("none", "held", "per_worker")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -70,6 +80,8 @@ def parse(argv):
         p.error(f"--zipf_alpha must be 0 or more, got {a.zipf_alpha:g}")
     if a.id_layout not in ("hashed", "hot_first"):
         p.error(f"--id_layout must be hashed or hot_first, got {a.id_layout!r}")
+    if a.record not in RECORDS:
+        p.error(f"--record must be one of {', '.join(RECORDS)}, got {a.record!r}")
     return a
 
 
@@ -220,27 +232,56 @@ def train(a, cluster, cores, intra, inter):
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
 
+    total = a.num_warmup_steps + a.num_steps
+    if a.record == "per_worker":
+        with strategy.scope():
+            book = tf.Variable(tf.zeros([total, 3], tf.float64), per_worker_variable=True)
+            written = tf.Variable(tf.constant(0, tf.int64), per_worker_variable=True)
+
     @tf.function
     def step(iterator):
-        def replica_fn(features, y):
-            with tf.GradientTape() as tape:
-                logits = tf.reshape(model(features, training=True), [-1])
-                loss = tf.nn.compute_average_loss(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits),
-                                                  global_batch_size=a.batch_size)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
+        if a.record == "none":  # the tutorial's step, exactly
+            return strategy.run(replica_fn, args=next(iterator))
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            features, y = next(iterator)
+        loss = strategy.run(replica_fn, args=(features, y))
+        with tf.control_dependencies([loss]):
+            record = tf.stack([tf.cast(loss, tf.float64), start, tf.timestamp()])
+        if a.record == "held":
+            return record
+        book.scatter_nd_update([[written.assign_add(1) - 1]], [record])
+        return None
 
-        return strategy.run(replica_fn, args=next(iterator))
+    def replica_fn(features, y):
+        with tf.GradientTape() as tape:
+            logits = tf.reshape(model(features, training=True), [-1])
+            loss = tf.nn.compute_average_loss(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits),
+                                              global_batch_size=a.batch_size)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
 
-    for _ in range(a.num_warmup_steps):
-        coordinator.schedule(step, args=(iterator,))
-    coordinator.join()
+    held = []
+
+    def run(closures):
+        for _ in range(closures):
+            value = coordinator.schedule(step, args=(iterator,))
+            if a.record == "held":
+                held.append(value)
+        coordinator.join()
+
+    run(a.num_warmup_steps)
     t0 = time.perf_counter()
-    for _ in range(a.num_steps):
-        coordinator.schedule(step, args=(iterator,))
-    coordinator.join()
-    return time.perf_counter() - t0
+    run(a.num_steps)
+    window = time.perf_counter() - t0
+    if a.record == "held":
+        return window, len([v.fetch() for v in held])
+    if a.record == "per_worker":
+        counts = [int(c.numpy()) for c in written.read_all()]
+        rows = [b.numpy()[:k] for b, k in zip(book.read_all(), counts)]
+        return window, sum(int((r[:, 2] >= r[:, 1]).sum()) for r in rows)  # every record has its end after its start
+    return window, 0
 
 
 def main(argv=None):
@@ -257,7 +298,7 @@ def main(argv=None):
                "worker": [f"localhost:{p}" for p in ports[1 + a.num_ps:]]}
     servers = start_servers(places, cluster)
     try:
-        window = train(a, cluster, *places["chief_0"])
+        window, records = train(a, cluster, *places["chief_0"])
     except BaseException:
         traceback.print_exc()
         stop(servers)
@@ -265,7 +306,7 @@ def main(argv=None):
         os._exit(1)
     stop(servers)
     print(json.dumps({"examples_per_sec": a.batch_size * a.num_steps / window, "closures": a.num_steps,
-                      "window_s": window, "placement": {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
+                      "window_s": window, "record": a.record, "records_read": records, "placement": {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
                                                         for k, (c, i, j) in places.items()}}), flush=True)
     os._exit(0)  # TensorFlow's own teardown would call the stopped servers
 
