@@ -75,7 +75,8 @@ def test_a_run_prints_its_rate_and_leaves_nothing(logdir):
 @pytest.mark.parametrize("record", ["held", "per_worker"])
 def test_every_closures_record_reaches_the_coordinator_held_or_kept_on_its_worker(logdir, record):
     """Warm-up and timed closures each leave one record (loss, start, end on its worker): fetched from
-    its RemoteValue, or read from the per-worker variables once the closures are joined."""
+    its RemoteValue, or written into its worker's copy of a per-worker variable and read back once the
+    closures are joined."""
     proc = subprocess.run([sys.executable, MINIMAL, *TINY, "--num_ps=2", f"--record={record}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, MINIMAL_PS_LOOP_TEST=logdir))
     assert proc.returncode == 0, proc.stderr[-2000:]
