@@ -4,9 +4,11 @@ places its processes, and a real run of it that prints its rate and leaves nothi
 when killed outright."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -82,6 +84,10 @@ def test_every_closures_record_reaches_the_coordinator_held_or_kept_on_its_worke
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (out["record"], out["records_read"]) == (record, 2 + 4)
+    # its temporary directory (TensorFlow's autograph sources, which os._exit leaves) is gone with it
+    made = [line.rsplit(" ", 1)[1] for line in proc.stderr.splitlines() if "temporary directory" in line]
+    assert len(made) == 1 and made[0].startswith(os.path.join(tempfile.gettempdir(), "minimal_ps_loop-"))
+    assert not os.path.exists(made[0])
 
 
 @pytest.mark.slow
@@ -90,8 +96,11 @@ def test_killed_outright_its_servers_end_with_it(logdir):
     proc = subprocess.Popen([sys.executable, MINIMAL, *TINY, "--num_steps=100000"], cwd=ROOT, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=dict(os.environ, MINIMAL_PS_LOOP_TEST=logdir))
+    scratch = None
     try:
         for line in proc.stderr:
+            if "temporary directory" in line:
+                scratch = line.split()[-1]  # its autograph sources: a loop killed outright leaves them
             if "connected" in line:
                 break
         assert len(processes_mentioning(logdir)) == 4, "the coordinator, 2 workers and 1 ps"
@@ -103,3 +112,5 @@ def test_killed_outright_its_servers_end_with_it(logdir):
     while processes_mentioning(logdir) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not processes_mentioning(logdir)
+    assert scratch and os.path.isdir(scratch)
+    shutil.rmtree(scratch)

@@ -28,16 +28,20 @@ affine map by a prime, a bijection of the rows) or the value itself (hot_first),
 TensorFlow's parameter-server tutorial).
 
 The servers are children in process groups of their own, asked to die with this process
-(PR_SET_PDEATHSIG): killed by any signal, it leaves nothing behind; at the end it stops them.
+(PR_SET_PDEATHSIG): killed by any signal, it leaves no process behind; at the end it stops them.
+TensorFlow's temporary files go to a directory of its own (TMPDIR), removed at the end; killed
+outright, it leaves that directory.
 """
 import argparse
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -292,6 +296,10 @@ def main(argv=None):
         serve(a.serve[0], int(a.serve[1]), int(a.serve[2]))
         return
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends us at once; the kernel then ends the servers
+    # TensorFlow's autograph sources go to the temporary directory and are deleted only by a teardown
+    # this process skips (os._exit): a directory of its own, removed at the end
+    scratch = tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="minimal_ps_loop-")
+    print(f"minimal_ps_loop: temporary directory: {scratch}", file=sys.stderr, flush=True)
     places = placement(a.num_workers, os.sched_getaffinity(0), a.num_ps)
     ports = free_ports(a.num_workers + a.num_ps + 1)
     cluster = {"chief": [f"localhost:{ports[0]}"], "ps": [f"localhost:{p}" for p in ports[1:1 + a.num_ps]],
@@ -302,12 +310,15 @@ def main(argv=None):
     except BaseException:
         traceback.print_exc()
         stop(servers)
+        shutil.rmtree(scratch, ignore_errors=True)
         sys.stderr.flush()
         os._exit(1)
     stop(servers)
+    shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps({"examples_per_sec": a.batch_size * a.num_steps / window, "closures": a.num_steps,
-                      "window_s": window, "record": a.record, "records_read": records, "placement": {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
-                                                        for k, (c, i, j) in places.items()}}), flush=True)
+                      "window_s": window, "record": a.record, "records_read": records,
+                      "placement": {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
+                                    for k, (c, i, j) in places.items()}}), flush=True)
     os._exit(0)  # TensorFlow's own teardown would call the stopped servers
 
 
