@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from typing import Dict, List, Optional
 
 import psutil
 
+from cluster.net import ownership
 from cluster.net import delay_line
 
 PREFIX = "tfb-"
@@ -68,27 +68,15 @@ def _owner_path(key: str) -> str:
 def claim(key: str, run_path: str) -> None:
     """Records this process as the owner of the run's namespaces, before any exists."""
     os.makedirs(OWNER_DIR, exist_ok=True)
-    me = psutil.Process()
-    with open(_owner_path(key), "w", encoding="utf-8") as f:
-        json.dump({"pid": me.pid, "create_time": me.create_time(), "run_dir": run_path}, f)
+    ownership.write(_owner_path(key), run_path)
 
 
 def owner(key: str) -> Optional[dict]:
-    try:
-        with open(_owner_path(key), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return ownership.read(_owner_path(key))
 
 
 def owner_alive(key: str) -> bool:
-    info = owner(key)
-    if not info:
-        return False
-    try:
-        return abs(psutil.Process(int(info["pid"])).create_time() - float(info["create_time"])) < 0.01
-    except (psutil.Error, KeyError, ValueError):
-        return False
+    return ownership.alive(owner(key))
 
 
 def release(key: str) -> None:

@@ -9,14 +9,12 @@ remove the directory of a run whose supervisor was killed outright.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
 import tempfile
 from typing import List
 
-import psutil
-
+from cluster.net import ownership
 from tfbench.results.rundir import SCRATCH_PREFIX, RunDir
 
 OWNER_FILE = ".tfbench-owner.json"
@@ -26,9 +24,7 @@ def open_run(run: RunDir) -> str:
     """Creates the run's scratch directory, owned by this process, after removing dead runs' ones."""
     remove_stale()
     os.makedirs(run.scratch, exist_ok=True)
-    me = psutil.Process()
-    with open(os.path.join(run.scratch, OWNER_FILE), "w", encoding="utf-8") as f:
-        json.dump({"pid": me.pid, "create_time": me.create_time(), "run_dir": run.path}, f)
+    ownership.write(os.path.join(run.scratch, OWNER_FILE), run.path)
     return run.scratch
 
 
@@ -38,15 +34,10 @@ def close_run(run: RunDir) -> None:
 
 
 def _owner_alive(path: str) -> bool:
-    """True unless the directory's owner file names a process that no longer exists."""
-    try:
-        with open(os.path.join(path, OWNER_FILE), encoding="utf-8") as f:
-            info = json.load(f)
-        return abs(psutil.Process(int(info["pid"])).create_time() - float(info["create_time"])) < 0.01
-    except FileNotFoundError:
-        return True  # being created, or not a directory tfbench made
-    except (OSError, ValueError, KeyError, psutil.Error):
-        return False
+    """True unless the directory's owner file names a process that no longer exists (a directory
+    without one is being created, or is not one tfbench made)."""
+    owner_file = os.path.join(path, OWNER_FILE)
+    return not os.path.exists(owner_file) or ownership.alive(ownership.read(owner_file))
 
 
 def stale() -> List[str]:
