@@ -92,6 +92,7 @@ def test_parameter_server_coordinator_evaluates_async_training(logdir):
     chief = task_records(run)["chief_0"]
     record = chief["convergence"]
     assert record["evaluation_pauses_training"] is False  # workers keep training meanwhile
+    assert chief["closure_records"].startswith("held")  # the coordinator is at step i when it evaluates
     assert [p["step"] for p in record["points"]] == [1, 11, 21]
     assert record["points"][0]["updates"] >= 2 and record["points"][-1]["updates"] >= 40  # 2 updates a round
     assert cluster_record(run)["convergence"]["final_accuracy"] == record["final_accuracy"]

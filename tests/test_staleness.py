@@ -29,6 +29,9 @@ def test_async_updates_are_stale_and_logged_per_update(clusters):
     assert min(int(k) for k in stats["all"]["histogram"]) >= 0
     chief = tasks["chief_0"]  # updates per second over the coordinator's measured rounds
     assert chief["updates"] == updates
+    # no hook between rounds: every record was kept on its worker and read back, none lost
+    assert chief["closure_records"].startswith("kept on the workers") and chief["closure_results_lost"] == 0
+    assert sum(chief["closures_per_worker"].values()) == updates
     assert chief["updates_per_sec_of_rounds"] == pytest.approx(updates / sum(chief["step_times_s"]), rel=1e-6)
     cluster = cluster_record(run)  # the cluster's: over the window of images/sec
     assert cluster["updates_per_sec"] == pytest.approx(updates / cluster["window_s"], rel=1e-6)

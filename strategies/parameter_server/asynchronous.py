@@ -2,8 +2,10 @@
 
 Each scheduled closure is one update of whichever worker runs it: read the version counter
 (strategies.parameter_server.staleness), pull the weights, compute the gradients, push the update, then count it.
-Its outputs carry four worker-side timestamps (start, batch in hand, gradients computed, update
-applied) so that an update's time splits into input, pull + compute and push.
+Its record carries four worker-side timestamps (start, batch in hand, gradients computed, update
+applied) so that an update's time splits into input, pull + compute and push. The closure returns
+it, or, given a book (strategies.parameter_server.book), writes it on its worker and returns only its
+end (strategies.parameter_server.rounds.KeptRounds).
 
 Bounded staleness (--ps_staleness_bound=s, stale-synchronous parallel): a clock per worker on the
 ps counts its applied updates. A closure starts its update only if its worker's clock is at most
@@ -18,8 +20,12 @@ from strategies.parameter_server.ops import in_hand, on_this_worker, packed, set
 from tfbench.loop import steps
 
 
-def worker_step(adapter):
-    """The scheduled function: (iterator) -> dict of the update's worker-side facts."""
+RECORD = ("loss", "start", "input", "computed", "end", "worker", "fresh", "read", "applied")
+
+
+def worker_step(adapter, book=None):
+    """The scheduled function: (iterator) -> the update's worker-side facts (packed); with a book,
+    its end, the facts written in the book."""
     from tfbench.framework.tf_import import tf
 
     config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
@@ -60,8 +66,7 @@ def worker_step(adapter):
     def run(images, labels, worker):
         return on_this_worker(strategy.run(replica_fn, args=(images, labels, worker)))
 
-    @tf.function(jit_compile=config.xla or None)
-    def step(iterator):
+    def facts(iterator):
         start = tf.timestamp()
         with tf.control_dependencies([start]):
             images, labels, shard = next(iterator)
@@ -77,8 +82,17 @@ def worker_step(adapter):
                 loss, computed, read, applied = tf.cond(fresh, lambda: run(images, labels, worker), idle)
         with tf.control_dependencies([loss, computed, read, applied, fresh]):
             end = tf.timestamp()
-        return packed({"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
-                       "worker": shard, "fresh": fresh, "read": read, "applied": applied})
+        return {"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
+                "worker": shard, "fresh": fresh, "read": read, "applied": applied}
+
+    @tf.function(jit_compile=config.xla or None)
+    def step(iterator):
+        record = facts(iterator)
+        if book is None:
+            return packed(record)
+        ((key, vector),) = packed(record).items()
+        with tf.control_dependencies([book.write(key, vector)]):
+            return tf.identity(record["end"])
 
     return step
 

@@ -159,15 +159,20 @@ class ParameterServerAdapter(StrategyAdapter):
                 log.round_done(i, done.closures)
                 return Timed(StepTiming(done.start_wall, done.duration_s), done)
         else:
-            self.worker_step = ps_async.worker_step(self)
+            from strategies.parameter_server.book import Book
+
+            kind = ps_rounds.kind_for(self.config, hooks)
+            self.closure_records = kind.RECORDS
+            book = Book(self.strategy, self.num_workers, ps_async.RECORD) \
+                if kind is ps_rounds.KeptRounds else None
+            self.worker_step = ps_async.worker_step(self, book)
 
             def measuring() -> None:  # the warm-up's closures all done before the window starts
                 step.drain()
                 self._measuring()
 
             loop = StepLoop(self.config, first, reporter, hooks, on_measure_start=measuring)
-            kind = ps_rounds.BoundedRounds if self.config.ps_staleness_bound >= 0 else ps_rounds.Rounds
-            step = kind(self.coordinator, self.num_workers, iterator, self.worker_step, log, loop)
+            step = kind(self.coordinator, self.num_workers, iterator, self.worker_step, log, loop, book)
         loop.run(step)
         if not self.sync:
             step.drain()

@@ -136,6 +136,7 @@ class PsCoordinator:
     apply_step_s: Optional[List[float]] = absent()
     skipped_closures: Optional[int] = absent()
     update_location: Optional[str] = absent()
+    closure_records: Optional[str] = absent()  # asynchronous: where each closure's record went (rounds.py)
     step_graph: Optional[Dict] = absent()  # embedding tables: the traced worker step's rows (strategies.step_graph)
     apply_graph: Optional[Dict] = absent()  # and the synchronous update's on the ps
 
@@ -208,7 +209,8 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         step_definition="global step (coordinator): one gradient from every worker accumulated on the ps, then "
                         "the update applied on the ps; from scheduling to the update applied" if sync else
                         f"{n} {'updates' if train else 'forward passes'} (coordinator): one round of {n} scheduled "
-                        "steps, from the previous round's completion to its own")
+                        "steps, from the previous round's end to its own (closure_records says which closures make "
+                        "a round and where their end is seen)")
     chief = PsCoordinator(
         run.updates, run.updates / measured_s if measured_s > 0 else None,
         {str(w): len(t) for w, t in sorted(by_worker.items())}, log.lost,
@@ -223,6 +225,8 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         chief.clock_staleness = staleness.summary(c["clock_staleness"] for c in closures)
         chief.clock_staleness_definition = staleness.CLOCK_DEFINITION
         chief.bound_waits, chief.late_updates = log.bound_waits, len(log.late_updates)
+    if not sync:
+        chief.closure_records = adapter.closure_records
     if sync:
         chief.apply_step_s, chief.skipped_closures = run.apply_s, run.skipped
         chief.update_location = "ps (accumulators, a table's row slots and the update on the ps tasks)"
