@@ -7,11 +7,12 @@ bounding boxes image/object/bbox/xmin, ymin, xmax, ymax and label.
 
 `python tests/imagenet_records.py DIR --shards=N --examples=N --labels=FIRST:LAST` (written(DIR,
 flags...) from a test) writes one such set, in a child process of the tests (it imports
-TensorFlow), its labels spread over FIRST..LAST with both ends included; --bad_labels=K:LABEL
+TensorFlow; `written_sets` writes several in one, TensorFlow imported once), its labels spread over FIRST..LAST with both ends included; --bad_labels=K:LABEL
 labels every example from the K-th on LABEL, --garbage_after=K writes random bytes after the K-th
 record of each shard, --random_shard adds one file named like a shard that holds random bytes only.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -21,11 +22,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 def written(path, *flags) -> str:
     """`path`, holding the set these flags describe, written by this script in a child process."""
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), str(path), *flags], capture_output=True,
+    return written_sets([(path, *flags)])[0]
+
+
+def written_sets(sets) -> list:
+    """The paths of several sets, each (path, flags...), written by one child process."""
+    argv = [json.dumps([[str(path), *flags] for path, *flags in sets])]
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--sets", *argv], capture_output=True,
                           text=True, timeout=300)
     if proc.returncode != 0:
-        raise RuntimeError(f"tests/imagenet_records.py {' '.join(flags)} failed: {proc.stderr[-2000:]}")
-    return str(path)
+        raise RuntimeError(f"tests/imagenet_records.py {argv[0]} failed: {proc.stderr[-2000:]}")
+    return [str(path) for path, *_ in sets]
 
 
 def example(tf, encoded: bytes, label: int, size: int, name: str):
@@ -58,7 +65,12 @@ def main():
     p.add_argument("--bad_labels", default="", help="K:LABEL: examples K, K+1, ... labelled LABEL")
     p.add_argument("--garbage_after", type=int, default=0, help="random bytes after record K of each shard")
     p.add_argument("--random_shard", action="store_true", help="and a file train-random of random bytes")
-    a = p.parse_args()
+    sets = json.loads(sys.argv[2]) if sys.argv[1:2] == ["--sets"] else [sys.argv[1:]]
+    for argv in sets:
+        write(p.parse_args(argv))
+
+
+def write(a):
     import numpy as np
     import tensorflow as tf
 

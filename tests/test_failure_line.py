@@ -29,10 +29,20 @@ def failed_run(logdir, run_id, data_dir, *flags):
     return proc.stderr, cluster, run
 
 
+@pytest.fixture(scope="module")
+def bad_sets(tmp_path_factory):
+    """A set whose shard turns to garbage after the records tfbench checks before starting, and one
+    labelled beyond --num_classes=10 from there on: written by one child process."""
+    root = tmp_path_factory.mktemp("bad")
+    corrupt, labels = imagenet_records.written_sets([
+        (root / "corrupt", "--examples=300", "--size=16", "--labels=0:9", f"--garbage_after={FIRST_CHECKED + 4}"),
+        (root / "labels", "--examples=1200", "--size=16", "--labels=0:9", f"--bad_labels={FIRST_CHECKED}:50")])
+    return {"corrupt": corrupt, "labels": labels}
+
+
 @pytest.mark.slow
-def test_a_corrupted_record_names_the_task_and_the_record(tmp_path, logdir):
-    data = imagenet_records.written(tmp_path / "set", "--examples=300", "--size=16", "--labels=0:9",
-                                    f"--garbage_after={FIRST_CHECKED + 4}")
+def test_a_corrupted_record_names_the_task_and_the_record(bad_sets, logdir):
+    data = bad_sets["corrupt"]
     _, cluster, run = failed_run(logdir, "corrupt", data, "--strategy=multi_worker_mirrored", "--num_workers=2")
     assert re.fullmatch(r"worker_\d: DataLossError: corrupted record at \d+", cluster["reason"]), cluster["reason"]
     with open(os.path.join(run, "tasks", f"{cluster['failed_task']}.log")) as f:
@@ -41,9 +51,8 @@ def test_a_corrupted_record_names_the_task_and_the_record(tmp_path, logdir):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["parameter_server", "horovod"])
-def test_a_label_beyond_num_classes_names_the_loss_error_not_graph_execution(tmp_path, logdir, strategy):
-    data = imagenet_records.written(tmp_path / "set", "--examples=1200", "--size=16", "--labels=0:9",
-                                    f"--bad_labels={FIRST_CHECKED}:50")
+def test_a_label_beyond_num_classes_names_the_loss_error_not_graph_execution(bad_sets, logdir, strategy):
+    data = bad_sets["labels"]
     stderr, cluster, run = failed_run(logdir, "labels", data, f"--strategy={strategy}", "--num_workers=2",
                                       "--num_classes=10")
     said = re.escape(f"{cluster['failed_task']}: InvalidArgumentError: Received a label value of 50 which is outside "

@@ -86,24 +86,36 @@ def test_runs_that_read_files_split_out_the_wait_for_input(clusters, scenario):
     assert f"input: {files} TFRecord file(s) of {launched.config['data_dir']}" in launched.out
 
 
+REFUSED = {  # a set of others' shards (tests/imagenet_records.py's flags), tfbench's flags, what it says
+    "no_shard": (["--random_shard"], ["--num_classes=1001"],
+                 "{set}/train-random is not a TFRecord shard of tf.Example images (image/encoded, "
+                 "image/class/label): record 0: DataLossError: corrupted record at 0"),
+    "garbage": (["--garbage_after=3"], ["--num_classes=1001"], "{set}/train-00000-of-00002 is not a TFRecord shard"),
+    "from_1": ([], ["--num_classes=1000"], "--data_dir's labels run 1..1000 in the first records of its shards "
+                                           "(ImageNet's numbering: classes from 1, 0 left for the background; "
+                                           "tf_cnn_benchmarks trained ImageNet's 1..1000 with 1001 classes); "
+                                           "--num_classes=1000 holds 0..999: set --num_classes=1001"),
+    "negative": (["--labels=0:9", "--bad_labels=5:-3"], ["--num_classes=10"], "hold label -3; labels must be 0 or more"),
+}
+
+
+@pytest.fixture(scope="module")
+def refused_sets(tmp_path_factory):
+    """Each REFUSED set, written by one child process."""
+    root = tmp_path_factory.mktemp("refused")
+    paths = imagenet_records.written_sets([(root / name, "--shards=2", "--examples=16", "--size=16", *written)
+                                           for name, (written, _, _) in REFUSED.items()])
+    return dict(zip(REFUSED, paths))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("written,flags,says", [
-    (["--random_shard"], ["--num_classes=1001"], "{set}/train-random is not a TFRecord shard of tf.Example images "
-                                                 "(image/encoded, image/class/label): record 0: DataLossError: "
-                                                 "corrupted record at 0"),
-    (["--garbage_after=3"], ["--num_classes=1001"], "{set}/train-00000-of-00002 is not a TFRecord shard"),
-    ([], ["--num_classes=1000"], "--data_dir's labels run 1..1000 in the first records of its shards (ImageNet's "
-                                 "numbering: classes from 1, 0 left for the background; tf_cnn_benchmarks trained "
-                                 "ImageNet's 1..1000 with 1001 classes); --num_classes=1000 holds 0..999: set "
-                                 "--num_classes=1001"),
-    (["--labels=0:9", "--bad_labels=5:-3"], ["--num_classes=10"], "hold label -3; labels must be 0 or more"),
-])
-def test_shards_others_wrote_are_checked_before_anything_starts(tmp_path, written, flags, says):
+@pytest.mark.parametrize("case", REFUSED)
+def test_shards_others_wrote_are_checked_before_anything_starts(tmp_path, refused_sets, case):
     """Sets in ImageNet's layout, not written by tools.data: a file that is no shard is named, and
     labels 1..1000 are refused at --num_classes=1000 with the --num_classes that holds them; nothing
     is started or written (no run directory)."""
-    data = imagenet_records.written(tmp_path / "set", "--shards=2", "--examples=16", "--size=16", *written)
-    logdir = tmp_path / "runs"
+    _, flags, says = REFUSED[case]
+    data, logdir = refused_sets[case], tmp_path / "runs"
     proc = run_cli(*TINY, f"--data_dir={data}", *flags, f"--logdir={logdir}", "--run_id=refused",
                    env={"TFBENCH_SHARDS_CACHE": str(tmp_path / "shards.json")})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
