@@ -66,7 +66,8 @@ SCENARIOS: Dict[str, Scenario] = {
     # (packs change no sum), test_knobs (the packs and the timeout reach the live strategy)
     "mwms": Scenario(MWMS2 + ("--mwms_bytes_per_pack=1048576", "--mwms_timeout=300"), dump_weights=True),
     # test_strategies, test_step_definitions (a forward step never communicates), test_profile;
-    # test_input (each worker reads its own files)
+    # test_input (each worker reads its own files); test_quiet_console (with horovod_fp16_hard, the
+    # other run of the session's tools.data set: the first of the two checks its shards)
     "mwms_ring_forward": Scenario(MWMS2 + ("--all_reduce=ring", "--mode=forward", "--profile"), data_dir="tools.data"),
     # test_strategies (async case; updates with two ps), test_step_definitions (where a ps worker's
     # ops ran), test_staleness (async updates are stale), test_knobs (whole variables placed by
@@ -129,11 +130,12 @@ SCENARIOS: Dict[str, Scenario] = {
 
 @dataclasses.dataclass(frozen=True)
 class Launched:
-    """A finished run: what it printed, its run directory, and its weights file (or None)."""
+    """A finished run: what it printed (stdout, then stderr), its run directory, and its weights file (or None)."""
     name: str
     out: str
     run: str
     weights: Optional[str]
+    err: str = ""
 
     @property
     def config(self) -> dict:
@@ -176,7 +178,7 @@ class Clusters:
             return f"scenario {name} left processes behind: {left}"
         if os.path.exists(RunDir(run).scratch):
             return f"scenario {name} left its scratch directory {RunDir(run).scratch}: {os.listdir(RunDir(run).scratch)}"
-        return Launched(name, proc.stdout, run, weights)
+        return Launched(name, proc.stdout, run, weights, proc.stderr)
 
     def records(self, name: str = "tools.data") -> str:
         """The session's image set `name` (RECORDS), written the first time a run reads it."""
