@@ -2,14 +2,13 @@
 rounds at a time, instead of returned by the closure.
 
 ClusterCoordinator's worker thread copies every output of a closure whose RemoteValue is still
-held to the coordinator, and waits for the closure to end to do so, before it dispatches that
-worker's next closure: a worker whose records are held idles for a round trip between updates.
-A closure that returns nothing anyone holds is dispatched behind the one running, as TensorFlow's
-parameter-server tutorial runs. So each closure writes its record (strategies.parameter_server.ops.packed's
-vector, with the closure's place in the phase) into a ring of rows in a per-worker variable
-(`tf.Variable(..., per_worker_variable=True)`: one copy on each worker, written by the closures
-that run there), and the coordinator reads every worker's ring once per chunk of rounds
-(strategies.parameter_server.rounds.KeptRounds).
+held to the coordinator once the closure has ended, before it dispatches that worker's next
+closure: a worker whose records are held idles for that round trip between updates. A result
+nobody holds is not copied, as in TensorFlow's parameter-server tutorial. So each closure writes
+its record (strategies.parameter_server.ops.packed's vector) into a ring of rows in a per-worker
+variable (`tf.Variable(..., per_worker_variable=True)`: one copy on each worker, written by the
+closures that run there), and the coordinator reads every worker's new rows once per chunk of
+rounds (strategies.parameter_server.rounds.KeptRounds).
 
 A restarted worker starts with an empty ring (the coordinator re-creates per-worker resources on
 it): the records it had not been read of are lost with it, as a held result is.

@@ -3,9 +3,9 @@ closures, the step of the step loop (tfbench.loop.step_loop), and the results fe
 
 Three kinds, chosen once (`kind_for`):
 - KeptRounds (unbounded, no hook between rounds): each closure writes its record on its own worker
-  (strategies.parameter_server.book) and returns nothing anyone holds, so that ClusterCoordinator
-  dispatches a worker's next closure without waiting for the one running; the coordinator waits
-  on one closure per chunk of READ_EVERY rounds and then reads every worker's records.
+  (strategies.parameter_server.book) and the coordinator holds no result but one per chunk of
+  READ_EVERY rounds, so that ClusterCoordinator dispatches a worker's next closure without first
+  copying the last one's result; it waits on that one closure, then reads every worker's records.
 - Rounds (unbounded, with hooks: evaluation, checkpoints, a profile): every closure's result held
   and fetched in order, so that the coordinator is at round i when a hook acts at step i.
 - BoundedRounds (--ps_staleness_bound, strategies.parameter_server.asynchronous): closures kept in
