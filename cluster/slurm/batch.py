@@ -39,6 +39,7 @@ def script(run: RunDir, config: RunConfig, plan: ClusterPlan, exports: Optional[
              "# Written by tfbench. The run directory must be on a filesystem all nodes share.",
              f"export PYTHONPATH={shlex.quote(steps.PROJECT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
              "export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}",
+             f"export TMPDIR={shlex.quote(run.scratch)}  # the run's scratch directory; /tmp where it is missing",
              f"export {steps.PORT_BASE_ENV}={steps.pick_port_base(config, steps.tasks_per_node(config, plan))}",
              *(f"export {key}={shlex.quote(value)}" for key, value in sorted((exports or {}).items())),
              f"rm -f {done}  # left by an earlier attempt of this run"]

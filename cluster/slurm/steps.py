@@ -82,6 +82,9 @@ def environment(run: RunDir, port_base: int) -> Dict[str, str]:
     env.update({"PYTHONUNBUFFERED": "1", PORT_BASE_ENV: str(port_base),
                 "PYTHONPATH": os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)})
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # the run's scratch directory (cluster.supervision.scratch), not the TMPDIR Slurm gives a job:
+    # a task Slurm ends leaves its temporary files there; a node without it falls back to /tmp
+    env["TMPDIR"] = run.scratch
     return env
 
 
