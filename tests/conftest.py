@@ -86,6 +86,16 @@ def resnet50_counted(tmp_path_factory):
     return result, cache
 
 
+def autograph_files() -> set:
+    """TensorFlow's autograph sources in the machine's temporary directory: a task leaves them
+    there when it ends without Python's exit and its temporary directory was not one tfbench
+    removes (tfbench.app.task.own_temporary_directory, cluster.supervision.scratch)."""
+    import glob
+    import tempfile
+
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "__autograph_generated_file*")))
+
+
 @pytest.fixture
 def logdir(tmp_path):
     path = tmp_path / "runs"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TINY, processes_mentioning, run_cli
+from conftest import ROOT, TINY, autograph_files, processes_mentioning, run_cli
 from tfrun import cluster_record, task_records
 
 
@@ -68,6 +68,7 @@ def test_printed_commands_run_a_cluster_on_localhost(tmp_path):
     starts = [line for line in lines if line.startswith("(")]
     merge = lines[-1]
     assert len(starts) == 2
+    before = autograph_files()
     subprocess.run(["bash", "-c", "\n".join(starts)], check=True, cwd=ROOT, timeout=30)
     deadline = time.monotonic() + 240
     results = os.path.join(run_dir, "results.jsonl")
@@ -77,6 +78,7 @@ def test_printed_commands_run_a_cluster_on_localhost(tmp_path):
     while processes_mentioning(run_dir) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not processes_mentioning(run_dir)
+    assert autograph_files() <= before  # each task removed its own temporary directory as it ended
     merged = subprocess.run(["bash", "-c", merge], capture_output=True, text=True, timeout=60)
     assert merged.returncode == 0, merged.stderr
     cluster = cluster_record(run_dir)

@@ -14,7 +14,7 @@ import time
 import pytest
 import system_packages
 
-from conftest import ROOT, TINY, processes_mentioning, run_cli
+from conftest import ROOT, TINY, autograph_files, processes_mentioning, run_cli
 from tfbench.results.rundir import RunDir
 from tfrun import cluster_record, records, task_records
 
@@ -55,24 +55,15 @@ def run_slurm(slurm, logdir, run_id, *args, timeout=240):
     return proc.stdout, os.path.join(logdir, run_id)
 
 
-def temporary_files():
-    """TensorFlow's autograph sources in the machine's temporary directory: a task whose TMPDIR is
-    not its run's scratch directory leaves them there when it ends without Python's exit."""
-    import glob
-    import tempfile
-
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "__autograph_generated_file*")))
-
-
 def node_summary(cluster):
     (summary,) = cluster["resources"]["nodes"].values()
     return summary
 
 
 def test_multi_worker_mirrored_two_workers(slurm, logdir):
-    before = temporary_files()
+    before = autograph_files()
     out, run = run_slurm(slurm, logdir, "mwms", "--strategy=multi_worker_mirrored", "--num_workers=2")
-    assert temporary_files() <= before  # the job's TMPDIR was the run's scratch directory, now gone
+    assert autograph_files() <= before  # the job's TMPDIR was the run's scratch directory, now gone
     assert f"export TMPDIR={RunDir(run).scratch}" in open(os.path.join(run, "slurm.sbatch")).read()
     with open(os.path.join(run, "slurm.sbatch")) as f:
         script = f.read()
@@ -103,7 +94,7 @@ def test_parameter_server_inside_an_allocation(slurm, logdir, tmp_path):
         f"#SBATCH --output={tmp_path}/ps-%j.out",
         f"cd {ROOT} && {sys.executable} -m tfbench {' '.join(TINY)} --launcher=slurm --strategy=parameter_server "
         f"--num_workers=2 --num_ps=1 --logdir={logdir} --run_id=ps --stall_timeout=120", ""]))
-    before = temporary_files()
+    before = autograph_files()
     proc = subprocess.run(["sbatch", "--parsable", str(job)], env=slurm.env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.strip().split(";")[0]
@@ -125,7 +116,7 @@ def test_parameter_server_inside_an_allocation(slurm, logdir, tmp_path):
     assert cluster["launcher"] == "slurm" and cluster["slurm_job_id"] in output.name
     assert set(node_summary(cluster)["tasks"]) == {"chief_0", "worker_0", "worker_1", "ps_0"}
     assert "ps=1" in out and slurm.jobs() == []
-    assert temporary_files() <= before  # the steps' TMPDIR was the run's scratch directory: the ps ended by srun left none
+    assert autograph_files() <= before  # the steps' TMPDIR was the run's scratch directory: the ps ended by srun left none
 
 
 def test_cancelled_mid_run_keeps_what_was_written(slurm, logdir):

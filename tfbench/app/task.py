@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 
 import strategies
@@ -77,6 +79,7 @@ def main(argv=None) -> int:
         redirect_output(run.task_log(task.name))
     progress.write_progress(run.path, task.name, "starting", 0, config.total_steps)
     prepare_process(config, task)
+    temporary = own_temporary_directory(task.name)
     try:
         kept = run_task(run, config, plan, task)
     except ConfigError as e:
@@ -86,10 +89,23 @@ def main(argv=None) -> int:
         traceback.print_exc()
         print(error_line.task_line(task.name, e), file=sys.stderr, flush=True)
         return 1
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)  # before os._exit below, which skips TensorFlow's own removal
     if kept is not None:
         kept.before_exit()
         end_without_teardown()
     return 0
+
+
+def own_temporary_directory(name: str) -> str:
+    """A temporary directory of this task's own, inside the one it was given (its run's scratch
+    directory where a tfbench launcher started it; the user's where they started it by hand):
+    TensorFlow writes its autograph sources there and deletes them only when the interpreter exits,
+    which end_without_teardown skips. main removes it; a task killed by a signal leaves it, inside
+    its run's scratch directory where a launcher started it."""
+    path = tempfile.mkdtemp(prefix=f"tfbench-{name}-")
+    os.environ["TMPDIR"] = tempfile.tempdir = path
+    return path
 
 
 def end_without_teardown() -> None:
