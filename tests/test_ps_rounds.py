@@ -136,7 +136,7 @@ class Book:
 
         self.reads += 1
         new, self.written = self.written, []
-        return Reading(new, [], 0)
+        return Reading(records=new)
 
 
 def drive_kept(warmup=2, steps=3, n=2, lost=()):

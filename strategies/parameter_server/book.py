@@ -15,7 +15,10 @@ it): the records it had not been read of are lost with it, as a held result is.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Sequence
+
+from strategies.parameter_server.ops import lost_with_worker
 
 RING_ROWS = 4096  # records a worker may write between two reads (a chunk's rounds and what runs ahead)
 
@@ -26,7 +29,7 @@ class Book:
     def __init__(self, strategy, num_workers: int, fields: Sequence[str], rows: int = RING_ROWS):
         from tfbench.framework.tf_import import tf
 
-        self.rows, self.fields, self.n = rows, sorted(fields), num_workers
+        self.rows, self.fields = rows, sorted(fields)
         self.read_upto = [0] * num_workers  # records of each worker read so far (its counter then)
         self._tf = tf
         with strategy.scope():
@@ -51,7 +54,7 @@ class Book:
     def read(self) -> "Reading":
         """Every record written since the last read, on every worker that answered: each worker's
         count first, then only its new rows (a gather on the worker)."""
-        reading = Reading([], [], 0)
+        reading = Reading()
         for worker, (count, ring) in enumerate(zip(_on_workers(self._count), _on_workers(self._ring))):
             try:
                 count = int(_variable(count).numpy())
@@ -62,9 +65,7 @@ class Book:
                 rows = self._tf.gather(_variable(ring), [k % self.rows for k in range(first, count)]).numpy() \
                     if count > first else []  # gathered on the worker: only the new rows travel
             except Exception as e:  # noqa: BLE001 - only a lost worker's errors are kept
-                from strategies.parameter_server.rounds import lost_with_worker
-
-                if not lost_with_worker(e, self._tf):
+                if not lost_with_worker(e):
                     raise
                 reading.unanswered.append(worker)
                 continue
@@ -87,10 +88,12 @@ def _variable(remote):
     return remote._values  # noqa: SLF001
 
 
+@dataclasses.dataclass
 class Reading:
     """What one read of the books found: the new records, the workers that did not answer or had
     restarted since the last read, and records overwritten before they were read."""
 
-    def __init__(self, records: List[Dict[str, float]], unanswered: List[int], overwritten: int):
-        self.records, self.unanswered, self.overwritten = records, unanswered, overwritten
-        self.restarted: List[int] = []
+    records: List[Dict[str, float]] = dataclasses.field(default_factory=list)
+    unanswered: List[int] = dataclasses.field(default_factory=list)
+    restarted: List[int] = dataclasses.field(default_factory=list)
+    overwritten: int = 0

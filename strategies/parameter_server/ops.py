@@ -26,6 +26,23 @@ class PsLog:
             r["round"] = i
 
 
+# A worker killed and restarted under the same address: the coordinator's reused gRPC channel asks
+# the new server for an output of the old one, and gets this answer (TensorFlow's own
+# cluster_coordinator._is_worker_failure treats the same situation's "Unable to find the relevant
+# tensor remote_handle" as a worker failure).
+REPLACED_SERVER = "Unable to parse request"
+
+
+def lost_with_worker(error) -> bool:
+    """Whether a fetch or a read from a worker failed because the worker went away (not a fault of
+    the step)."""
+    from tfbench.framework.tf_import import tf
+
+    if isinstance(error, (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)):
+        return True
+    return isinstance(error, tf.errors.InternalError) and REPLACED_SERVER in str(error)
+
+
 def settled(value, variables):
     """`value`, available only once every earlier write to `variables` is done.
 

@@ -22,27 +22,13 @@ import collections
 import time
 from typing import List, Optional
 
-from strategies.parameter_server.ops import unpacked
+from strategies.parameter_server.ops import lost_with_worker, unpacked
 from tfbench.loop.step_loop import StepTiming, Timed
 
 PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
 READ_EVERY = 16  # KeptRounds: rounds per wait on the coordinator and read of the workers' records
 POLL_S = 0.002  # KeptRounds: between reads while a chunk's last closures end on other workers
 GIVE_UP_S = 5.0  # KeptRounds, after a worker restarted: a record missing this long went with it
-
-
-# A worker killed and restarted under the same address: the coordinator's reused gRPC channel asks
-# the new server for an output of the old one, and gets this answer (TensorFlow's own
-# cluster_coordinator._is_worker_failure treats the same situation's "Unable to find the relevant
-# tensor remote_handle" as a worker failure).
-REPLACED_SERVER = "Unable to parse request"
-
-
-def lost_with_worker(error, tf) -> bool:
-    """Whether a fetch failed because the closure's worker went away (not a fault of the step)."""
-    if isinstance(error, (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)):
-        return True
-    return isinstance(error, tf.errors.InternalError) and REPLACED_SERVER in str(error)
 
 
 def fetched(value, log=None) -> Optional[dict]:
@@ -53,9 +39,7 @@ def fetched(value, log=None) -> Optional[dict]:
     try:
         result = value.fetch()
     except Exception as e:  # noqa: BLE001 - only TensorFlow's errors of a lost worker are kept
-        from tfbench.framework.tf_import import tf
-
-        if log is None or not lost_with_worker(e, tf):
+        if log is None or not lost_with_worker(e):
             raise
         log.lost += 1
         return None
@@ -207,9 +191,7 @@ class KeptRounds(Rounds):
         try:
             self.markers.pop(upto).fetch()
         except Exception as e:  # noqa: BLE001 - a worker lost with its records: found missing below
-            from tfbench.framework.tf_import import tf
-
-            if not lost_with_worker(e, tf):
+            if not lost_with_worker(e):
                 raise
             self.troubled = True
         need = (upto - self.first + 1) * self.n
