@@ -64,9 +64,9 @@ def test_multi_worker_mirrored_two_workers(slurm, logdir):
     before = autograph_files()
     out, run = run_slurm(slurm, logdir, "mwms", "--strategy=multi_worker_mirrored", "--num_workers=2")
     assert autograph_files() <= before  # the job's TMPDIR was the run's scratch directory, now gone
-    assert f"export TMPDIR={RunDir(run).scratch}" in open(os.path.join(run, "slurm.sbatch")).read()
     with open(os.path.join(run, "slurm.sbatch")) as f:
         script = f.read()
+    assert f"export TMPDIR={RunDir(run).scratch}" in script
     assert "#SBATCH --ntasks-per-node=2" in script and "#SBATCH --nodes=1" in script and "#SBATCH --cpus-per-task=1" in script
     tasks = task_records(run)
     assert sorted(tasks) == ["worker_0", "worker_1"]
