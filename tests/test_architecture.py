@@ -8,8 +8,10 @@ from conftest import ROOT, python_sources
 
 TF_MODULES = ("tensorflow", "tf_keras", "keras")
 ONE_IMPORT = "tfbench/framework/tf_import.py"
-# the reference loops, written as a user would, sharing nothing of tfbench (docs/architecture.md)
-OWN_IMPORTS = {"tools/bench/minimal_loop.py", "tools/bench/minimal_ps_loop.py"}
+# the reference loops, written as a user would, sharing nothing of tfbench but the recommender's
+# examples, which the parameter-server loop trains on as tfbench does (docs/architecture.md)
+OWN_IMPORTS = {"tools/bench/minimal_loop.py": set(), "tools/bench/minimal_ps_loop.py": {"tfbench.workloads"}}
+OUR_PACKAGES = ("tfbench", "cluster", "strategies", "tools")
 
 
 def imported(path):
@@ -25,6 +27,12 @@ def test_tensorflow_is_imported_in_one_place():
              for name in imported(path) if name.split(".")[0] in TF_MODULES]
     assert not found, "TensorFlow imported outside tfbench/framework/tf_import.py:\n" + "\n".join(found)
     assert {n.split(".")[0] for n in imported(os.path.join(ROOT, ONE_IMPORT))} >= {"tensorflow", "tf_keras"}
+
+
+def test_the_reference_loops_share_nothing_of_tfbench_but_the_examples():
+    shared = {rel: {name for name in imported(os.path.join(ROOT, rel)) if name.split(".")[0] in OUR_PACKAGES}
+              for rel in OWN_IMPORTS}
+    assert shared == OWN_IMPORTS, shared
 
 
 def test_horovods_tensorflow_binding_is_imported_in_one_place():

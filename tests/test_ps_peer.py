@@ -39,6 +39,8 @@ GONE_WITHIN_S = 15.0
      "tools.bench.minimal_ps_loop: error: --id_layout must be hashed or hot_first, got 'other'"),
     ("tools.bench.minimal_ps_loop", ["--record=all"],
      "tools.bench.minimal_ps_loop: error: --record must be one of none, held, per_worker, got 'all'"),
+    ("tools.bench.minimal_ps_loop", ["--data=files"],
+     "tools.bench.minimal_ps_loop: error: --data must be stream or fixed, got 'files'"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(module, args, expected):
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -59,6 +61,26 @@ def test_the_reference_is_placed_as_tfbench_places_one_core_workers(cores, worke
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("worker,step", [(0, 0), (1, 7)])
+def test_the_reference_trains_on_the_examples_tfbench_reads(worker, step):
+    """The minimal loop's --data=stream batch of (worker, step) is tfbench's batch of that data
+    shard and step, to the bit: both sides of the row train on the same click stream."""
+    import numpy as np
+
+    from tfbench.framework.tf_import import tf
+
+    a = minimal_ps_loop.parse(["--batch_size=16", "--embedding_rows=5000", "--zipf_alpha=1.2", "--seed=3"])
+    config = RunConfig(model="dlrm", strategy="parameter_server", num_workers=2, batch_size=16,
+                       embedding_rows=5000, zipf_alpha=1.2, seed=3)
+    theirs, their_labels = minimal_ps_loop.clicks_batch(a, tf.constant(worker), tf.constant(step, tf.int64))
+    ours, our_labels = config.workload.batch(config, 16, worker, step)
+    assert np.array_equal(theirs["ids"].numpy(), ours["sparse"].numpy())
+    assert np.array_equal(theirs["numeric"].numpy(), ours["dense"].numpy())
+    assert np.array_equal(their_labels.numpy(), our_labels.numpy())
+    assert len(np.unique(ours["sparse"].numpy())) > 1  # a real batch, not a constant
+
+
+@pytest.mark.slow
 def test_a_run_prints_its_rate_and_leaves_nothing(logdir):
     """The logdir fixture fails the test if any process still carries its path (here: in its
     environment, which every server inherits)."""
@@ -74,16 +96,17 @@ def test_a_run_prints_its_rate_and_leaves_nothing(logdir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("record", ["held", "per_worker"])
-def test_every_closures_record_reaches_the_coordinator_held_or_kept_on_its_worker(logdir, record):
+@pytest.mark.parametrize("record,data", [("held", "fixed"), ("per_worker", "stream")])
+def test_every_closures_record_reaches_the_coordinator_held_or_kept_on_its_worker(logdir, record, data):
     """Warm-up and timed closures each leave one record (loss, start, end on its worker): fetched from
     its RemoteValue, or written into its worker's copy of a per-worker variable and read back once the
-    closures are joined."""
-    proc = subprocess.run([sys.executable, MINIMAL, *TINY, "--num_ps=2", f"--record={record}"], cwd=ROOT,
+    closures are joined; with either kind of batch."""
+    proc = subprocess.run([sys.executable, MINIMAL, *TINY, "--num_ps=2", f"--record={record}", f"--data={data}"],
+                          cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, MINIMAL_PS_LOOP_TEST=logdir))
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert (out["record"], out["records_read"]) == (record, 2 + 4)
+    assert (out["record"], out["records_read"], out["data"]) == (record, 2 + 4, data)
     # its temporary directory (TensorFlow's autograph sources, which os._exit leaves) is gone with it
     made = [line.rsplit(" ", 1)[1] for line in proc.stderr.splitlines() if "temporary directory" in line]
     assert len(made) == 1 and made[0].startswith(os.path.join(tempfile.gettempdir(), "minimal_ps_loop-"))

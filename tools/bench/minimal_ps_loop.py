@@ -1,5 +1,6 @@
 """The reference for tools.bench's parameter-server row: a minimal ClusterCoordinator training loop
-of the DLRM-like recommender, written as a user would write it, with nothing of tfbench.
+of the DLRM-like recommender, written as a user would write it, with nothing of tfbench but the
+workload's examples (--data=stream: tfbench.workloads.clicks, so both sides train on the same data).
 
 It starts its own cluster of tf.distribute.Server processes on this machine (--num_ps ps, --num_workers
 workers; with 2 ps or more every variable above 256 KiB split over them, TensorFlow's MinSizePartitioner),
@@ -21,11 +22,14 @@ pinned to the i-th core this process may use (1 intra-op, 2 inter-op threads); t
 coordinator, take a spare core each when there is one, else share the workers' cores (threads:
 their cores, at most 2 inter-op). On 2 cores with 2 workers: worker_0 on core 0, worker_1 on
 core 1, ps and coordinator on cores 0,1. The model and the data follow docs/definitions.md:
-T tables of R rows x D dims looked up by unique ids, h values per table from Zipf(alpha) made with
-numpy from (seed, worker) before timing, each value's row a hash of it (--id_layout=hashed: an
-affine map by a prime, a bijection of the rows) or the value itself (hot_first), bottom MLP
+T tables of R rows x D dims looked up by unique ids, h values per table from Zipf(alpha), each
+value's row a hash of it (--id_layout=hashed; --data=fixed: an affine map by a prime, a bijection
+of the rows) or the value itself (hot_first), bottom MLP
 64-32-D, dot interaction, top MLP 64-32-1, binary cross-entropy, the legacy SGD 0.1 (as
-TensorFlow's parameter-server tutorial).
+TensorFlow's parameter-server tutorial). Each closure's batch (--data): `stream` (the default) is the
+next batch of its worker's click stream, the examples tfbench's run reads at that step, made on the
+worker by a tf.data pipeline as a user's input would be; `fixed` repeats one batch per worker made
+with numpy before timing, the tutorial's in-memory data, which costs the worker nothing a step.
 
 The servers are children in process groups of their own, asked to die with this process
 (PR_SET_PDEATHSIG): killed by any signal, it leaves no process behind; at the end it stops them.
@@ -60,8 +64,11 @@ FLAGS = (("batch_size", int, 32, "examples per closure (per worker)"),
          ("num_warmup_steps", int, 10, "closures scheduled and waited for before timing"),
          ("num_steps", int, 100, "closures timed"), ("seed", int, 0, "seed of the data"),
          ("record", str, "none", "each closure's record: none (let go), held (fetched after the join), "
-                                 "per_worker (written on its worker, read after the join)"))
+                                 "per_worker (written on its worker, read after the join)"),
+         ("data", str, "stream", "each closure's batch: stream (the next of the recommender's click stream, made "
+                                 "on its worker) or fixed (one batch per worker, made before timing, repeated)"))
 RECORDS = ("none", "held", "per_worker")
+DATA = ("stream", "fixed")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -86,6 +93,8 @@ def parse(argv):
         p.error(f"--id_layout must be hashed or hot_first, got {a.id_layout!r}")
     if a.record not in RECORDS:
         p.error(f"--record must be one of {', '.join(RECORDS)}, got {a.record!r}")
+    if a.data not in DATA:
+        p.error(f"--data must be stream or fixed, got {a.data!r}")
     return a
 
 
@@ -181,6 +190,17 @@ def make_data(a):
     return np.stack(dense), np.stack(ids), np.stack(labels)
 
 
+def clicks_batch(a, worker, step):
+    """Worker `worker`'s batch at `step` of the recommender's click stream: the examples tfbench's
+    run reads at that step (tfbench.workloads.clicks, the workload's data, not its strategy)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from tfbench.workloads import clicks
+
+    features, labels = clicks.examples([a.embedding_rows] * a.embedding_tables, a.dense_features, a.ids_per_feature,
+                                       a.zipf_alpha, a.id_layout, a.batch_size, a.seed, worker, step)
+    return {"numeric": features["dense"], "ids": features["sparse"]}, labels
+
+
 def build_model(a, tf, keras):
     class UniqueEmbedding(keras.layers.Embedding):  # each distinct id looked up once
         def call(self, ids):
@@ -211,7 +231,7 @@ def train(a, cluster, cores, intra, inter):
 
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
-    dense, ids, labels = make_data(a)
+    dense, ids, labels = make_data(a) if a.data == "fixed" else (None, None, None)
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
     partitioner = (tf.distribute.experimental.partitioners.MinSizePartitioner(min_shard_bytes=256 << 10,
@@ -227,8 +247,10 @@ def train(a, cluster, cores, intra, inter):
 
     def dataset_fn(_):
         w = tf.distribute.coordinator.experimental_get_current_worker_index()
-        batch = ({"numeric": tf.gather(dense, w), "ids": tf.gather(ids, w)}, tf.gather(labels, w))
-        return tf.data.Dataset.from_tensors(batch).repeat()
+        if a.data == "fixed":
+            batch = ({"numeric": tf.gather(dense, w), "ids": tf.gather(ids, w)}, tf.gather(labels, w))
+            return tf.data.Dataset.from_tensors(batch).repeat()
+        return tf.data.Dataset.range(2 ** 62).map(lambda step: clicks_batch(a, w, step)).prefetch(2)
 
     @tf.function
     def per_worker_dataset_fn():
@@ -316,7 +338,7 @@ def main(argv=None):
     stop(servers)
     shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps({"examples_per_sec": a.batch_size * a.num_steps / window, "closures": a.num_steps,
-                      "window_s": window, "record": a.record, "records_read": records,
+                      "window_s": window, "record": a.record, "data": a.data, "records_read": records,
                       "placement": {k: {"cores": list(c), "intra_threads": i, "inter_threads": j}
                                     for k, (c, i, j) in places.items()}}), flush=True)
     os._exit(0)  # TensorFlow's own teardown would call the stopped servers

@@ -2,9 +2,9 @@
 tools/bench/minimal_ps_loop.py, side by side (goal: ratio >= 0.95); the last row of `python -m tools.bench`.
 
 Both train --model=dlrm with tfbench's default tables (8 x 100000 rows x 16 dims, Zipf 1.0, one id
-per table, hashed into the rows; RunConfig) at --ps_batch_size per worker (tfbench makes each step's
-batch on its worker, the recommender's click stream; the minimal loop repeats one batch per worker
-made before timing), on 2 workers pinned to a core each, 2 ps (every table split over both: a recommender's default) and a coordinator placed
+per table, hashed into the rows; RunConfig) at --ps_batch_size per worker, on the same examples (each
+closure's batch the next of its worker's click stream, made on the worker: tfbench.workloads.clicks
+on both sides, the minimal loop's --data=stream), on 2 workers pinned to a core each, 2 ps (every table split over both: a recommender's default) and a coordinator placed
 alike (the minimal loop prints where it placed each process; the row says
 whether that is tfbench's plan). tfbench's asynchronous step is a round of 2 closures, so its
 --ps_num_warmup_steps + --ps_num_steps rounds face twice as many free-running closures of the
@@ -71,7 +71,7 @@ def tfbench_rate(logdir: str, run_id: str) -> Tuple[float, Dict[str, Dict]]:
 def minimal_rate() -> Tuple[float, Dict[str, Dict]]:
     """(examples/sec, where it placed each process) of one minimal ClusterCoordinator loop."""
     args = [sys.executable, os.path.join(ROOT, "tools", "bench", "minimal_ps_loop.py"), f"--num_workers={WORKERS}",
-            f"--num_ps={PS}", f"--batch_size={FLAGS.ps_batch_size}", *table_flags(),
+            f"--num_ps={PS}", f"--batch_size={FLAGS.ps_batch_size}", *table_flags(), "--data=stream",
             f"--num_warmup_steps={FLAGS.ps_num_warmup_steps * WORKERS}", f"--num_steps={FLAGS.ps_num_steps * WORKERS}"]
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
