@@ -73,8 +73,3 @@ def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
                 table_sized[op.type] += 1
     return {"row_ops": dict(sorted(row_ops.items())), "collectives": dict(sorted(collectives.items())),
             "table_sized": dict(sorted(table_sized.items())), "table_shapes": sorted(list(s) for s in sizes)}
-
-
-def op_count(concrete_functions: Iterable, op_type: str) -> int:
-    """Ops of one type in the functions' graphs, nested graphs included."""
-    return sum(op.type == op_type for graph in graphs(concrete_functions) for op in graph.get_operations())

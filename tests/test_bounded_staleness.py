@@ -37,10 +37,7 @@ def test_time_split_of_one_worker():
     assert split["pull_s"] == pytest.approx(0.002) and split["compute_s"] == pytest.approx(0.006)
     assert split["push_s"] == pytest.approx(0.002) and split["wait_s"] == pytest.approx(0.015)
     assert sum(split["window_share"].values()) == pytest.approx(1.0)
-    assert split["traced_updates"] == 2  # a record without the flag is traced
-    assert ps_split.split([], pulls, 1.0) == {"updates": 0, "traced_updates": 0}
-    untraced = [dict(c, traced=False) for c in closures]
-    assert ps_split.split(untraced, pulls, 1.0) == {"updates": 2, "traced_updates": 0}
+    assert ps_split.split([], pulls, 1.0) == {"updates": 0}
 
 
 ASYNC = ("--strategy=parameter_server", "--num_workers=2", "--num_steps=12", "--straggler=worker_1:4")

@@ -122,35 +122,6 @@ def test_latency_example_rounds_add_up_when_parts_are_the_workers_time_inside_ea
     assert sum(per["compute"]) + sum(per["communication"]) == pytest.approx(busy / 2, rel=0.01)
 
 
-def test_with_one_update_in_k_traced_the_split_comes_from_the_traced_ones_and_rounds_still_add_up():
-    """Untraced closures end before their update is applied (short ends here): the split's times are
-    the traced ones', the workers' busy time their mean times every update, and each round gets the
-    window's shares, which add up to it."""
-    traced = [{"worker": 0, "start": a, "input": a + 0.01, "computed": b - PUSH[0], "end": b, "traced": True}
-              for a, b in WORKER_0[::3]]
-    untraced = [{"worker": 0, "start": a, "input": a + 0.01, "computed": b - PUSH[0], "end": b - 0.2, "traced": False}
-                for k, (a, b) in enumerate(WORKER_0) if k % 3]
-    closures = traced + untraced
-    worker = ps_split.split(closures, [{"start": 0.0, "end": PULL[0]}], window_s=10.514)
-    assert (worker["updates"], worker["traced_updates"]) == (15, 5)
-    assert worker["push_s"] == pytest.approx(PUSH[0]) and worker["input_s"] == pytest.approx(0.01)
-    mean_traced = sum(c["end"] - c["start"] for c in traced) / 5
-    assert ps_split.busy_s(closures) == pytest.approx(15 * mean_traced)
-    assert worker["wait_s"] == pytest.approx((10.514 - 15 * mean_traced) / 15)
-    steps = [Step(d, a) for a, d in ROUNDS]
-    split = ps_split.global_steps(closures, steps, 5, PULL, apply_s=None, workers=1)
-    assert "sampled" in split["methods"]
-    per = split["per_step_s"]
-    for i, (_, d) in enumerate(ROUNDS):
-        assert sum(per[p][i] for p in ("compute", "communication", "input", "apply", "waiting")) == pytest.approx(d)
-    window = sum(d for _, d in ROUNDS)
-    assert sum(per["push"]) == pytest.approx(15 * PUSH[0])  # every update's push, from the traced ones'
-    assert sum(per["waiting"]) == pytest.approx(window - 15 * mean_traced)
-    # all traced: each closure's own phases in the rounds it overlapped, as before
-    assert "sampled" not in ps_split.global_steps([dict(c, traced=True) for c in closures], steps, 5, PULL,
-                                                  apply_s=None, workers=1)["methods"]
-
-
 def test_sync_input_is_the_wait_for_the_batch_and_input_bound_runs_say_so():
     # rank 0: start 100.0, batch 100.4, gradients 100.6, end 101.0; rank 1: 100.0, 100.2, 100.5, 101.0
     r0 = dict(rank([100.0], [1.0], [100.6]), step_input_wall=[100.4])

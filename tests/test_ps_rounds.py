@@ -4,14 +4,11 @@ round ends a step, the warm-up is drained before the measured window starts, and
 staleness bound closures that found their worker too far ahead are replaced and counted, and
 updates beyond the last round are kept apart; with records kept on the workers, rounds are the
 updates in the order they ended, read a chunk at a time, and records that never came are counted
-lost, and one round of updates in every TRACE_EVERY is traced. No TensorFlow."""
+lost. No TensorFlow."""
 import time
 
-import pytest
-
 from strategies.parameter_server.ops import PsLog
-from strategies.parameter_server.rounds import (PIPELINE_DEPTH, READ_EVERY, TRACE_EVERY, BoundedRounds, KeptRounds,
-                                                Rounds)
+from strategies.parameter_server.rounds import PIPELINE_DEPTH, READ_EVERY, BoundedRounds, KeptRounds, Rounds
 from tfbench.config import RunConfig
 from tfbench.loop.step_loop import StepLoop
 
@@ -112,13 +109,12 @@ class KeptCoordinator(Coordinator):
 
     def __init__(self, seen, num_workers, book, lost=()):
         super().__init__(seen, num_workers)
-        self.book, self.lost, self.held, self.functions = book, set(lost), [], []
+        self.book, self.lost, self.held = book, set(lost), []
         self.t0 = time.time() + 10  # the workers' clock: after the phase was scheduled
 
     def schedule(self, fn, args):
         k, self.scheduled = self.scheduled, self.scheduled + 1
         self.seen.append(("schedule", k))
-        self.functions.append(fn)
         if k not in self.lost:  # worker 1 runs late: its closure k ends when worker 0's k + 1 does
             end = self.t0 + k + (1.5 if k % self.n else 0.5)
             self.book.written.append({"worker": float(k % self.n), "start": self.t0 + k, "end": end, "read": 0.0,
@@ -153,7 +149,7 @@ def drive_kept(warmup=2, steps=3, n=2, lost=()):
         seen.append(("measuring",))
 
     loop = StepLoop(RunConfig(num_warmup_steps=warmup, num_steps=steps), hooks=Hooks(seen), on_measure_start=measuring)
-    rounds = holder["rounds"] = KeptRounds(coordinator, n, "iterator", "step", log, loop, book, "untraced")
+    rounds = holder["rounds"] = KeptRounds(coordinator, n, "iterator", "step", log, loop, book)
     loop.run(rounds)
     rounds.drain()
     return loop, log, seen, coordinator, book
@@ -172,18 +168,6 @@ def test_kept_rounds_are_the_updates_in_the_order_they_ended():
     for earlier, later in zip(loop.timings, loop.timings[1:]):
         assert later.start_wall == earlier.start_wall + earlier.duration_s and later.duration_s > 0
     assert book.reads <= 2 + 40 // READ_EVERY + 2  # read once a chunk, not once a round
-
-
-@pytest.mark.parametrize("n", [2, 3])
-def test_kept_rounds_trace_a_round_of_updates_in_every_trace_every(n):
-    """Each phase's first round of N closures is traced, then one round in every TRACE_EVERY: one
-    update in TRACE_EVERY, N in a row so that each worker's split has traced updates."""
-    loop, log, seen, coordinator, book = drive_kept(warmup=3, steps=2 * TRACE_EVERY + 1, n=n)
-    warmup, measured = coordinator.functions[:3 * n], coordinator.functions[3 * n:]
-    assert warmup == ["step"] * n + ["untraced"] * 2 * n
-    expected = [["step"] * n + ["untraced"] * (TRACE_EVERY - 1) * n] * 2 + [["step"] * n]
-    assert measured == [f for block in expected for f in block]
-    assert measured.count("step") * TRACE_EVERY >= len(measured)
 
 
 def test_kept_rounds_count_the_records_lost_with_a_worker_and_keep_the_rest():

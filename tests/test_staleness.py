@@ -7,7 +7,6 @@ import os
 import pytest
 
 from strategies.parameter_server import staleness
-from strategies.parameter_server.rounds import TRACE_EVERY
 from tfrun import cluster_record, scalars, task_records
 
 
@@ -33,13 +32,6 @@ def test_async_updates_are_stale_and_logged_per_update(clusters):
     # no hook between rounds: every record was kept on its worker and read back, none lost
     assert chief["closure_records"].startswith("kept on the workers") and chief["closure_results_lost"] == 0
     assert sum(chief["closures_per_worker"].values()) == updates
-    # one round of updates in TRACE_EVERY traced: only their graph waits for every variable's update
-    traced = 2 * -(-launched.steps // TRACE_EVERY)
-    splits = [tasks[f"worker_{i}"]["time_split"] for i in (0, 1)]
-    assert sum(s["traced_updates"] for s in splits) == traced < updates and "traced" in chief["closure_records"]
-    assert chief["update_marks"]["traced"] >= len(chief["ps_shards"]) == 2  # a mark at least on each ps
-    assert chief["update_marks"]["untraced"] == 0
-    assert all(s["push_s"] > 0 for s in splits if s["traced_updates"])
     assert chief["updates_per_sec_of_rounds"] == pytest.approx(updates / sum(chief["step_times_s"]), rel=1e-6)
     cluster = cluster_record(run)  # the cluster's: over the window of images/sec
     assert cluster["updates_per_sec"] == pytest.approx(updates / cluster["window_s"], rel=1e-6)

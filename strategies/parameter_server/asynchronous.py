@@ -2,18 +2,10 @@
 
 Each scheduled closure is one update of whichever worker runs it: read the version counter
 (strategies.parameter_server.staleness), pull the weights, compute the gradients, push the update, then count it.
-Its record carries four worker-side timestamps (start, batch in hand, gradients computed, end)
-so that an update's time splits into input, pull + compute and push. The closure returns it, or,
-given a book (strategies.parameter_server.book), writes it on its worker and returns only its end
-(strategies.parameter_server.rounds.KeptRounds).
-
-A traced update (every one, or with a book one in rounds.TRACE_EVERY) makes its reads of the
-weights wait for its batch and ends once every variable's update is applied on its ps (a mark
-per variable): input, pull + compute and push follow one another, and push reaches the update
-applied. An untraced update is the tutorial's step with the version counter around it: its
-pull may start while its batch comes, and it ends with the counter's increment after its
-gradients, not waiting for the ps to apply them (what those waits cost: README, the parameter
-server's peer); every update still has its staleness.
+Its record carries four worker-side timestamps (start, batch in hand, gradients computed, update
+applied) so that an update's time splits into input, pull + compute and push. The closure returns
+it, or, given a book (strategies.parameter_server.book), writes it on its worker and returns only its
+end (strategies.parameter_server.rounds.KeptRounds).
 
 Bounded staleness (--ps_staleness_bound=s, stale-synchronous parallel): a clock per worker on the
 ps counts its applied updates. A closure starts its update only if its worker's clock is at most
@@ -28,38 +20,28 @@ from strategies.parameter_server.ops import in_hand, on_this_worker, packed, set
 from tfbench.loop import steps
 
 
-RECORD = ("loss", "start", "input", "computed", "end", "worker", "fresh", "read", "applied", "traced")
+RECORD = ("loss", "start", "input", "computed", "end", "worker", "fresh", "read", "applied")
 
 
-def worker_steps(adapter, book=None) -> list:
-    """The scheduled functions, (iterator) -> the update's worker-side facts (packed), or with a
-    book its end, the facts written in the book: [traced], and with a book [traced, untraced]
-    (module docstring), sharing one version counter."""
+def worker_step(adapter, book=None):
+    """The scheduled function: (iterator) -> the update's worker-side facts (packed); with a book,
+    its end, the facts written in the book."""
     from tfbench.framework.tf_import import tf
 
-    config, strategy, variables = adapter.config, adapter.strategy, adapter.model.trainable_variables
+    config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
+    variables, device, bound = model.trainable_variables, adapter.device, config.ps_staleness_bound
     # the version counter and the clocks live on the ps of the first variable: their ops join
     # that ps' part of the step rather than calling another ps
     with strategy.scope(), strategy.extended.colocate_vars_with(variables[0]):
         version = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="update_version")
         clocks = tf.Variable(tf.zeros([adapter.num_workers], tf.int64), trainable=False,
-                             name="worker_clocks") if config.ps_staleness_bound >= 0 else None
-    return [_worker_step(adapter, version, clocks, book, traced) for traced in ((True, False) if book else (True,))]
-
-
-def _worker_step(adapter, version, clocks, book, traced: bool):
-    """One scheduled function, traced or not (module docstring), around the shared counters."""
-    from tfbench.framework.tf_import import tf
-
-    config, model, optimizer, strategy = adapter.config, adapter.model, adapter.optimizer, adapter.strategy
-    variables, device, bound = model.trainable_variables, adapter.device, config.ps_staleness_bound
+                             name="worker_clocks") if bound >= 0 else None
 
     def update(images, labels, worker):
         read = version.read_value()
         with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
             loss, computed, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size)
-        if traced:
-            loss = settled(loss, variables)  # outside the partial device: outputs name one device
+        loss = settled(loss, variables)  # outside the partial device: outputs name one device
         with tf.control_dependencies([loss]):
             applied = version.assign_add(1)
         if clocks is not None:  # the clock after the version: staleness.clock_staleness relies on it
@@ -89,7 +71,7 @@ def _worker_step(adapter, version, clocks, book, traced: bool):
         with tf.control_dependencies([start]):
             images, labels, shard = next(iterator)
         got = in_hand((images, labels, shard))
-        with tf.control_dependencies([got] if traced else []):  # traced: the reads count from the batch on
+        with tf.control_dependencies([got]):  # variable reads from the ps count from the batch on
             worker = tf.cast(shard, tf.int64)
             if clocks is None:
                 fresh = tf.constant(True)
@@ -101,7 +83,7 @@ def _worker_step(adapter, version, clocks, book, traced: bool):
         with tf.control_dependencies([loss, computed, read, applied, fresh]):
             end = tf.timestamp()
         return {"loss": loss, "start": start, "input": got, "computed": computed, "end": end,
-                "worker": shard, "fresh": fresh, "read": read, "applied": applied, "traced": tf.constant(traced)}
+                "worker": shard, "fresh": fresh, "read": read, "applied": applied}
 
     @tf.function(jit_compile=config.xla or None)
     def step(iterator):

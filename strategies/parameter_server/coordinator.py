@@ -37,8 +37,6 @@ from tfbench.tensorboard.events import EventWriter
 class ParameterServerAdapter(StrategyAdapter):
     """The coordinator's side (the chief task)."""
 
-    untraced_step = None  # asynchronous with records kept on the workers: the untraced update
-
     def make_strategy(self):
         from tfbench.framework.tf_import import tf
 
@@ -167,16 +165,14 @@ class ParameterServerAdapter(StrategyAdapter):
             self.closure_records = kind.RECORDS
             book = Book(self.strategy, self.num_workers, ps_async.RECORD) \
                 if kind is ps_rounds.KeptRounds else None
-            self.worker_step, *untraced = ps_async.worker_steps(self, book)
-            self.untraced_step = untraced[0] if untraced else None
+            self.worker_step = ps_async.worker_step(self, book)
 
             def measuring() -> None:  # the warm-up's closures all done before the window starts
                 step.drain()
                 self._measuring()
 
             loop = StepLoop(self.config, first, reporter, hooks, on_measure_start=measuring)
-            step = kind(self.coordinator, self.num_workers, iterator, self.worker_step, log, loop, book,
-                        self.untraced_step)
+            step = kind(self.coordinator, self.num_workers, iterator, self.worker_step, log, loop, book)
         loop.run(step)
         if not self.sync:
             step.drain()
@@ -238,17 +234,11 @@ class ParameterServerAdapter(StrategyAdapter):
                 for t in self.plan.tasks if t.role == "ps"}
         return report
 
-    def step_functions(self) -> list:
-        """The concrete functions of every worker step this run traced (asynchronous: the
-        traced update and, with records kept on the workers, the untraced one)."""
-        return [f for step in (self.worker_step, self.untraced_step) if step is not None
-                for f in step._list_all_concrete_functions()]  # noqa: SLF001 - no public lister
-
     def _step_op_devices(self) -> Dict[str, int]:
         """Ops of the traced worker step per requested device (what the code asked for; the
         placer logs say where they ran)."""
         counts: Dict[str, int] = collections.Counter()
-        for function in self.step_functions():
+        for function in self.worker_step._list_all_concrete_functions():  # noqa: SLF001 - no public lister
             for device, n in placement.requested_op_devices(function).items():
                 counts["worker" if device == "unplaced" else device] += n
         return dict(counts)

@@ -19,8 +19,7 @@ from tfbench.measure import comm
 from tfbench.models.tables import dense_variables, embedding_tables
 
 IDLENESS = ("share of the coordinator's measured window this worker ran no closure of its own: waiting for "
-            "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window; "
-            "busy: the traced closures' mean times the closures, when one update in rounds.TRACE_EVERY is traced)")
+            "the coordinator's dispatch and, synchronous, for the slowest worker and the update (1 - busy / window)")
 
 
 @dataclasses.dataclass
@@ -138,7 +137,6 @@ class PsCoordinator:
     skipped_closures: Optional[int] = absent()
     update_location: Optional[str] = absent()
     closure_records: Optional[str] = absent()  # asynchronous: where each closure's record went (rounds.py)
-    update_marks: Optional[Dict] = absent()  # asynchronous training: VariableShape marks in each update's graph
     step_graph: Optional[Dict] = absent()  # embedding tables: the traced worker step's rows (strategies.step_graph)
     apply_graph: Optional[Dict] = absent()  # and the synchronous update's on the ps
 
@@ -190,11 +188,9 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
             summary = dataclasses.replace(
                 adapter.summary(), step_label="update" if train else "forward",
                 step_definition="one asynchronous update of this worker (tf.timestamp on the worker): pull "
-                                "weights, compute, push the update (to the update applied on the ps when traced, "
-                                "else to the version counter's increment after the gradients: closure_records)"
-                if train else
+                                "weights, compute, push the update" if train else
                                 "one forward pass of this worker (tf.timestamp on the worker)")
-        busy = ps_split.busy_s(mine)
+        busy = sum(t.duration_s for t in timings)
         own = PsWorker(min(1.0, max(0.0, 1.0 - busy / window_s)) if window_s > 0 else None)
         if sync:
             own.wait_s, own.window_end = waits.get(worker, []), last_global_end
@@ -231,16 +227,12 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         chief.bound_waits, chief.late_updates = log.bound_waits, len(log.late_updates)
     if not sync:
         chief.closure_records = adapter.closure_records
-    if train and not sync:  # the traced update waits for every variable's update, the untraced none
-        chief.update_marks = {kind: step_graph.op_count(step._list_all_concrete_functions(), "VariableShape")  # noqa: SLF001
-                              for kind, step in (("traced", adapter.worker_step), ("untraced", adapter.untraced_step))
-                              if step is not None}
     if sync:
         chief.apply_step_s, chief.skipped_closures = run.apply_s, run.skipped
         chief.update_location = "ps (accumulators, a table's row slots and the update on the ps tasks)"
     tables = [p for t in embedding_tables(adapter.model) for p in [t, *getattr(t, "variables", [])]]
     if tables and train:
-        chief.step_graph = step_graph.summary(adapter.step_functions(), tables)
+        chief.step_graph = step_graph.summary(adapter.worker_step._list_all_concrete_functions(), tables)  # noqa: SLF001
         if sync:
             chief.apply_graph = step_graph.summary(adapter.sync_step.apply._list_all_concrete_functions(),  # noqa: SLF001
                                                    tables)

@@ -6,9 +6,6 @@ Three kinds, chosen once (`kind_for`):
   (strategies.parameter_server.book) and the coordinator holds no result but one per chunk of
   READ_EVERY rounds, so that ClusterCoordinator dispatches a worker's next closure without first
   copying the last one's result; it waits on that one closure, then reads every worker's records.
-  The first round's N closures of every TRACE_EVERY rounds of a phase are traced updates (N in a row
-  go to the N workers as they free up), the others untraced (strategies.parameter_server.asynchronous):
-  the split of an update's time comes from the traced.
 - Rounds (unbounded, with hooks: evaluation, checkpoints, a profile): every closure's result held
   and fetched in order, so that the coordinator is at round i when a hook acts at step i.
 - BoundedRounds (--ps_staleness_bound, strategies.parameter_server.asynchronous): closures kept in
@@ -30,7 +27,6 @@ from tfbench.loop.step_loop import StepTiming, Timed
 
 PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
 READ_EVERY = 16  # KeptRounds: rounds per wait on the coordinator and read of the workers' records
-TRACE_EVERY = 8  # KeptRounds: one update in this many traced, N in a row (one a worker) every TRACE_EVERY rounds
 POLL_S = 0.002  # KeptRounds: between reads while a chunk's last closures end on other workers
 GIVE_UP_S = 5.0  # KeptRounds, after a worker restarted: a record missing this long went with it
 
@@ -52,7 +48,7 @@ def fetched(value, log=None) -> Optional[dict]:
 
 def as_record(values: dict) -> dict:
     """A closure's record as plain Python: flags as bools, counters as ints."""
-    return {k: (bool(v) if k in ("fresh", "traced") else int(v) if k in ("worker", "read", "applied") else v)
+    return {k: (bool(v) if k == "fresh" else int(v) if k in ("worker", "read", "applied") else v)
             for k, v in values.items()}
 
 
@@ -73,10 +69,9 @@ class Rounds:
     RECORDS = ("held: each closure's result fetched by the coordinator, in order (a hook acts between rounds); "
                "a round is the next N closures scheduled and ends when the coordinator has fetched them")
 
-    def __init__(self, coordinator, num_workers: int, iterator, step, log, loop, book=None, untraced=None):
+    def __init__(self, coordinator, num_workers: int, iterator, step, log, loop, book=None):
         self.coordinator, self.n, self.iterator, self.step, self.log = coordinator, num_workers, iterator, step, log
         self.book = book  # KeptRounds: the workers' records (strategies.parameter_server.book)
-        self.untraced = untraced or step  # KeptRounds: the untraced update (the traced one if none)
         self.first_measured, self.last = loop.first_measured, loop.last_step
         self.active = False
 
@@ -166,9 +161,7 @@ class KeptRounds(Rounds):
 
     RECORDS = (f"kept on the workers (per-worker variables, strategies.parameter_server.book), read every "
                f"{READ_EVERY} rounds; a round is the next N updates to end and ends with the last of them "
-               f"(tf.timestamp on its worker); one update in {TRACE_EVERY} traced (its end the update applied "
-               f"on the ps; the split's input, pull, compute and push from those), the others ending with the "
-               f"version counter's increment after their gradients")
+               f"(tf.timestamp on its worker)")
     SHORTEST_S = 1e-6  # a round whose last update ended with the previous round's (one microsecond apart at most)
 
     def begin(self, first: int, last: int) -> None:
@@ -176,8 +169,7 @@ class KeptRounds(Rounds):
         self.markers, self.pending, self.ready = {}, [], {}
         self.found, self.taken, self.prev_end, self.troubled = 0, 0, self.start_wall, False
         for j in range(self.total):
-            value = self.coordinator.schedule(self.step if j % (TRACE_EVERY * self.n) < self.n else self.untraced,
-                                              args=(self.iterator,))
+            value = self.coordinator.schedule(self.step, args=(self.iterator,))
             if (j + 1) % (self.n * READ_EVERY) == 0 or j == self.total - 1:
                 self.markers[first + j // self.n] = value  # a chunk's last closure
 

@@ -10,11 +10,6 @@ only read every weight onto the worker. Inside a closure the pull is that probe'
 the closure's batch-to-gradients) and compute the rest, an estimate that is low by whatever of
 the pull the overlap hid. Waiting is the measured window minus the time closures ran (the
 idleness ratio): the coordinator's dispatch and, synchronous, the barrier.
-
-Only traced closures carry the whole split (strategies.parameter_server.asynchronous: with records
-kept on the workers, one asynchronous update in rounds.TRACE_EVERY); an untraced one ends before
-its update is applied. Every time in an update then comes from the traced ones, and the time
-the workers spent in closures is their mean times the updates (busy_s).
 """
 from __future__ import annotations
 
@@ -48,36 +43,21 @@ def phases(c: Dict, pull: float) -> Dict[str, tuple]:
             "push": (computed, max(c["end"], computed))}
 
 
-def traced(closures: List[Dict]) -> List[Dict]:
-    """The closures that carry the whole split (a record without the flag is traced)."""
-    return [c for c in closures if c.get("traced", True)]
-
-
-def busy_s(closures: List[Dict]) -> float:
-    """The time the closures ran: their own sum when all are traced, else the traced ones' mean
-    times their number."""
-    sample = traced(closures)
-    total = sum(c["end"] - c["start"] for c in sample)
-    return total * len(closures) / len(sample) if sample else 0.0
-
-
 def split(closures: List[Dict], pulls: List[Dict], window_s: float) -> Dict:
-    """The split of one worker's measured closures (dicts with start, input, computed and end),
-    from its traced ones."""
-    sample = traced(closures)
-    if not sample:
-        return {"updates": len(closures), "traced_updates": 0}
-    inputs = _mean([_in_hand(c) - c["start"] for c in sample])
-    pull_compute = _mean([c["computed"] - _in_hand(c) for c in sample])
-    push = _mean([max(0.0, c["end"] - c["computed"]) for c in sample])
+    """The split of one worker's measured closures (dicts with start, input, computed and end)."""
+    if not closures:
+        return {"updates": 0}
+    inputs = _mean([_in_hand(c) - c["start"] for c in closures])
+    pull_compute = _mean([c["computed"] - _in_hand(c) for c in closures])
+    push = _mean([max(0.0, c["end"] - c["computed"]) for c in closures])
     pull = statistics.median([p["end"] - p["start"] for p in pulls]) if pulls else None
-    waiting = max(0.0, window_s - busy_s(closures))
+    busy = sum(c["end"] - c["start"] for c in closures)
+    waiting = max(0.0, window_s - busy)
     n = len(closures)
     shares = {"input": inputs * n / window_s, "pull_and_compute": pull_compute * n / window_s,
               "push": push * n / window_s, "waiting": waiting / window_s} if window_s > 0 else {}
     return {
         "updates": n,
-        "traced_updates": len(sample),
         "input_s": inputs,
         "pull_and_compute_s": pull_compute,
         "pull_s": pull,
@@ -121,11 +101,6 @@ ASYNC_METHODS = dict(
     waiting="derived: the round less its other parts, i.e. the workers' time in it with no closure running, "
             "divided by their number (the coordinator's dispatch, results fetched, a worker idle)",
 )
-SAMPLED_METHODS = {  # asynchronous with one update in TRACE_EVERY traced (strategies.parameter_server.rounds)
-    "sampled": "each round is given the measured window's shares of input, pull, compute and push: the traced "
-               "updates' phases times the updates over the traced ones, summed over workers and divided by their "
-               "number and by the window; waiting is the rest",
-}
 
 
 
@@ -168,22 +143,11 @@ def asynchronous_rounds(closures: List[Dict], steps: Sequence, pulls: Dict[int, 
     then counted too high over the run: the parts of docs/network.md's latency example added up to
     122% of the step. Times are compared on one clock: the workers' tf.timestamp and the
     coordinator's time.time() (one machine, or hosts whose clocks agree)."""
-    sample = traced(closures)
-    if any(c["worker"] not in pulls for c in closures) or workers < 1 or not sample:
+    if any(c["worker"] not in pulls for c in closures) or workers < 1:
         return None
-    spans = [phases(c, pulls[c["worker"]]) for c in sample]
+    spans = [phases(c, pulls[c["worker"]]) for c in closures]
     per_step: Dict[str, List[float]] = {k: [] for k in ("compute", "communication", "input", "pull", "push",
                                                         "apply", "waiting")}
-    if len(sample) < len(closures):  # a sample: the traced phases' shares of the window, in every round
-        window = sum(step.duration_s for step in steps)
-        scale = len(closures) / len(sample) / workers / window if window > 0 else 0.0
-        shares = {p: sum(s[p][1] - s[p][0] for s in spans) * scale for p in PHASES}
-        over = max(1.0, sum(shares.values()))  # never more than the round
-        for step in steps:
-            _append(per_step, {p: share / over * step.duration_s for p, share in shares.items()}, 0.0,
-                    step.duration_s)
-        return {"per_step_s": per_step, "source": "the coordinator's rounds and the workers' traced closures and "
-                                                  "probes", "methods": dict(ASYNC_METHODS, **SAMPLED_METHODS)}
     for step in steps:
         a, b = step.start_wall, step.start_wall + step.duration_s
         inside = {p: sum(max(0.0, min(b, s[p][1]) - max(a, s[p][0])) for s in spans) / workers for p in PHASES}

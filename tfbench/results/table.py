@@ -178,7 +178,7 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
     parts = []
     for t in sorted(tasks, key=lambda r: r["index"]):
         s = t.get("time_split") or {}
-        if not s.get("updates") or s.get("traced_updates") == 0:
+        if not s.get("updates"):
             continue
         ms = lambda key: f"{s[key] * 1e3:.1f}" if s.get(key) is not None else "?"  # noqa: E731
         if s.get("pull_s") is not None and s["pull_s"] >= s.get("pull_and_compute_s", 0.0):
@@ -187,9 +187,7 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
         else:
             head = f"pull {ms('pull_s')} + compute {ms('compute_s')}"
         head = f"input {ms('input_s')} + {head}" if s.get("input_s") is not None else head
-        sample = f" (from {s['traced_updates']} traced of {s['updates']})" \
-            if s.get("traced_updates", s["updates"]) < s["updates"] else ""
-        parts.append(f"worker_{t['index']} {head} + push {ms('push_s')} + wait {ms('wait_s')}{sample}")
+        parts.append(f"worker_{t['index']} {head} + push {ms('push_s')} + wait {ms('wait_s')}")
     if not parts:
         return None
     return "time per update, ms (pull measured alone; compute = the rest up to the gradients): " + "; ".join(parts)
