@@ -193,7 +193,9 @@ def make_data(a):
 def clicks_batch(a, worker, step):
     """Worker `worker`'s batch at `step` of the recommender's click stream: the examples tfbench's
     run reads at that step (tfbench.workloads.clicks, the workload's data, not its strategy)."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if root not in sys.path:  # run as a file (its servers are), the repository is not on the path
+        sys.path.insert(0, root)
     from tfbench.workloads import clicks
 
     features, labels = clicks.examples([a.embedding_rows] * a.embedding_tables, a.dense_features, a.ids_per_feature,
