@@ -32,7 +32,10 @@ def run_cli(*args, timeout=300, env=None, module="tfbench"):
                           text=True, timeout=timeout, env=full_env)
 
 
-def python_sources(packages=("tfbench", "cluster", "strategies", "tools")):
+PACKAGES = ("tfbench", "cluster", "strategies", "tools")  # the project's own packages
+
+
+def python_sources(packages=PACKAGES):
     """(path relative to the checkout, path) of every Python module of the project's packages."""
     for package in packages:
         for root, _, files in os.walk(os.path.join(ROOT, package)):

@@ -4,14 +4,13 @@ import ast
 import os
 import re
 
-from conftest import ROOT, python_sources
+from conftest import PACKAGES, ROOT, python_sources
 
 TF_MODULES = ("tensorflow", "tf_keras", "keras")
 ONE_IMPORT = "tfbench/framework/tf_import.py"
 # the reference loops, written as a user would, sharing nothing of tfbench but the recommender's
 # examples, which the parameter-server loop trains on as tfbench does (docs/architecture.md)
 OWN_IMPORTS = {"tools/bench/minimal_loop.py": set(), "tools/bench/minimal_ps_loop.py": {"tfbench.workloads"}}
-OUR_PACKAGES = ("tfbench", "cluster", "strategies", "tools")
 
 
 def imported(path):
@@ -30,7 +29,7 @@ def test_tensorflow_is_imported_in_one_place():
 
 
 def test_the_reference_loops_share_nothing_of_tfbench_but_the_examples():
-    shared = {rel: {name for name in imported(os.path.join(ROOT, rel)) if name.split(".")[0] in OUR_PACKAGES}
+    shared = {rel: {name for name in imported(os.path.join(ROOT, rel)) if name.split(".")[0] in PACKAGES}
               for rel in OWN_IMPORTS}
     assert shared == OWN_IMPORTS, shared
 

@@ -94,7 +94,7 @@ def parse(argv):
     if a.record not in RECORDS:
         p.error(f"--record must be one of {', '.join(RECORDS)}, got {a.record!r}")
     if a.data not in DATA:
-        p.error(f"--data must be stream or fixed, got {a.data!r}")
+        p.error(f"--data must be {' or '.join(DATA)}, got {a.data!r}")
     return a
 
 
