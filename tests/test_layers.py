@@ -7,9 +7,8 @@ Imports are read with ast, so a lazy import inside a function counts like any ot
 import ast
 import os
 
-from conftest import ROOT
+from conftest import ROOT, python_sources
 
-PACKAGES = ("tfbench", "strategies", "cluster", "tools")
 # The front door (tfbench/app), the `python -m` names that open on it or on config alone, and the
 # entry points of cluster/ and tools/.
 ENTRY_POINTS = ("tfbench.app", "tfbench.__main__", "tfbench.task", "tfbench.usage", "tfbench.commands", "tools",
@@ -34,15 +33,7 @@ FLOORS = (
 
 
 def modules():
-    found = {}
-    for package in PACKAGES:
-        for root, _, files in os.walk(os.path.join(ROOT, package)):
-            for name in files:
-                if name.endswith(".py"):
-                    path = os.path.join(root, name)
-                    module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-                    found[module.removesuffix(".__init__")] = path
-    return found
+    return {rel[:-3].replace(os.sep, ".").removesuffix(".__init__"): path for rel, path in python_sources()}
 
 
 def imports(mods):
