@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, run_cli
 from tfbench.perfmodel import cost
 from tfbench.perfmodel.curves import synthetic as synthetic_curves
-from tfbench.perfmodel.fitting import nofit
+from tfbench.perfmodel.fitting import measured, nofit
 from tfbench.perfmodel.intervals import Interval
 
 EXAMPLE = os.path.join(ROOT, "tfbench", "perfmodel", "data", "example_cluster.csv")
@@ -93,6 +93,22 @@ def test_the_no_fit_rule_puts_its_point_at_the_median_of_tfbenchs_fits_inside_it
     assert span.low < span.point < span.high and span.level is None
 
 
+def test_a_no_fit_range_carries_a_new_runs_scatter_even_with_nothing_unknown():
+    """A prediction is of a run: with every unknown given, the range is a run's scatter as tfbench's
+    fits measured it, not a point; with unknowns, the corners' ends move out by the same factor."""
+    assert min(measured.RUN_SCATTER) <= nofit.SCATTER <= max(measured.RUN_SCATTER)
+    given = nofit.span(lambda v: 100.0, {})
+    assert given.point == 100.0 and given.level is None
+    assert given.low == pytest.approx(100.0 / nofit.SCATTER_FACTOR) and given.high == pytest.approx(
+        100.0 * nofit.SCATTER_FACTOR)
+    assert 1.03 < nofit.SCATTER_FACTOR < 1.15  # the 95% quantile of a 3-7% scatter
+    found = {"phi": nofit.Unknown("phi", 1.0, 0.0, 1.0)}
+    ranged = nofit.span(lambda v: 100.0 / (1 + v["phi"]), found)
+    assert (ranged.low, ranged.point, ranged.high) == pytest.approx(
+        (50.0 / nofit.SCATTER_FACTOR, 50.0, 100.0 * nofit.SCATTER_FACTOR))
+    assert f"a new run's scatter {nofit.SCATTER:.1%}" in ranged.basis
+
+
 def test_published_prints_the_fit_and_the_no_fit_path_side_by_side():
     result = model_cli("published", "--format=csv")
     assert result.returncode == 0, result.stderr
@@ -101,9 +117,11 @@ def test_published_prints_the_fit_and_the_no_fit_path_side_by_side():
     for r in rows:
         fit = [float(r[f"predicted_images_per_sec{e}"]) for e in ("_low", "", "_high")]
         unfitted = [float(r[f"nofit_images_per_sec{e}"]) for e in ("_low", "", "_high")]
-        assert fit == sorted(fit) and unfitted == sorted(unfitted)
-        if int(r["gpus"]) > 1:  # the one-GPU point sets the compute; every other point has a range
-            assert unfitted[0] < unfitted[2], r
+        assert fit == sorted(fit) and unfitted == sorted(unfitted) and unfitted[0] < unfitted[2], r
+        if int(r["gpus"]) == 1:  # the point its compute came from: the measured rate, ranged by a run's scatter
+            measured_rate = float(r["measured_images_per_sec"])
+            assert unfitted == pytest.approx([measured_rate / nofit.SCATTER_FACTOR, measured_rate,
+                                              measured_rate * nofit.SCATTER_FACTOR]), r
     closing = result.stderr
     assert "coverage = " in closing and "no fit (compute from the smallest point, the nominal link" in closing
 

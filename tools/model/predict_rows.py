@@ -124,11 +124,10 @@ def interval_lines(facts: dict, refits: List[dict], data: Optional[dict], unknow
     elif FLAGS.params:
         lines.append("interval: the parameters file keeps no refits (fitted before tfbench kept them): no spread "
                      "from the fit")
-    if unknowns:
+    if unknowns or not refits:  # with refits the scatter is the fit's own
         lines.append(f"interval: every prediction over the ranges of what nothing here fits, each point by the "
-                     f"no-fit rule (tfbench.perfmodel.fitting.nofit): {nofit.describe(unknowns)}; {measured.SOURCE}")
-    elif not refits:
-        lines.append("interval: none: nothing is fitted and nothing is left unknown; the interval is the point")
+                     f"no-fit rule (tfbench.perfmodel.fitting.nofit): {nofit.describe(unknowns, not refits)}; "
+                     f"{measured.SOURCE}")
     return lines
 
 

@@ -13,16 +13,23 @@ what its range spans. One rule for every such prediction, fixed from tfbench's o
   ps) to the highest per byte times |w|;
 - the overlap of communication with compute (phi of terms.overlapped_s): the point at 1, none
   overlapped, as in every tfbench step; the range from 0 (all of the shorter hidden behind the
-  longer: a TF1 graph that pushes each gradient as backprop makes it can do that) to 1.
+  longer: a TF1 graph that pushes each gradient as backprop makes it can do that) to 1;
+- a new run's scatter about the prediction: the median of the scatters tfbench's fits found about
+  themselves (measured.RUN_SCATTER), its 5% and 95% quantiles (normal), moving the range's ends
+  out. A prediction is of a run, and a run scatters whatever the unknowns: the fitted path's
+  intervals carry the same scatter (tfbench.perfmodel.fitting.spread), and with every unknown
+  given the range is that scatter, not a point.
 
 Strategies never fitted take the values of the protocol they share (measured.LIKE). The rate is
 monotone in each unknown, so the range is spanned by the predictions at the corners of the
-unknowns' ranges (the point's values among them); it is a range, with no probability attached.
+unknowns' ranges (the point's values among them), each end then moved by the scatter; it is a
+range, with no probability attached.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import statistics
 from typing import Callable, Dict, List, Sequence
 
@@ -30,6 +37,9 @@ from tfbench.perfmodel import intervals
 from tfbench.perfmodel.fitting import measured
 
 NAMES = ("share", "chi", "overhead_s", "apply_s", "phi")
+# a new run's scatter, relative: the median tfbench's fits found, and the factor its 95% quantile moves a rate by
+SCATTER = statistics.median(measured.RUN_SCATTER)
+SCATTER_FACTOR = math.exp(statistics.NormalDist().inv_cdf(0.95) * math.log1p(SCATTER))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,14 +92,20 @@ def corners(found: Dict[str, Unknown]) -> List[Dict[str, float]]:
 
 
 def span(rate: Callable[[Dict[str, float]], float], found: Dict[str, Unknown], basis: str = "") -> intervals.Interval:
-    """The rate at the rule's point, and its range over every corner of the unknowns."""
+    """The rate at the rule's point, and its range over every corner of the unknowns, its ends
+    moved out by a new run's scatter."""
     middle = rate(point(found))
     at = [rate(c) for c in corners(found)] + [middle]
-    return intervals.Interval(middle, min(at), max(at), None, basis or describe(found))
+    return intervals.Interval(middle, min(at) / SCATTER_FACTOR, max(at) * SCATTER_FACTOR, None,
+                              basis or describe(found))
 
 
-def describe(found: Dict[str, Unknown]) -> str:
-    """The unknowns' points and ranges, in a phrase."""
-    return ("no fit: " + "; ".join(u.text() for u in found.values())
-            + " (tfbench's fits, tfbench.perfmodel.fitting.nofit)"
-            if found else "no fit and nothing ranged")
+def describe(found: Dict[str, Unknown], scatter: bool = True) -> str:
+    """The unknowns' points and ranges and (with `scatter`: the prediction is span's) a run's
+    scatter, in a phrase."""
+    parts = [u.text() for u in found.values()]
+    if scatter:
+        parts.append(f"a new run's scatter {SCATTER:.1%}, its 90% widening the range by {SCATTER_FACTOR - 1:.1%} "
+                     "each way")
+    return "no fit: " + "; ".join(parts) + " (tfbench's fits, tfbench.perfmodel.fitting.nofit)" if parts \
+        else "no fit and nothing ranged"
