@@ -127,7 +127,7 @@ model: setup
 # The performance model at 8-16 workers: PS (one ps on its own host; k = N shards collocated), MWMS
 # and Horovod on emulated hosts, LeNet 16 px on 5 Mbit/s links, 1-16 workers, and PS with 2 and 3 ps
 # at 4 workers, on emulated compute (each worker's forward and backward pass a wait that uses no CPU);
-# fits on N <= 4 and prints per strategy the error at 8, 12, 16 and its trend per doubling of N, each
+# fits on N <= 6 and prints per strategy the error at 8, 12, 16 and its trend per doubling of N, each
 # ps host's bytes against its shards, then `median abs error = X%` and the coverage of the held-out
 # runs by their 90% intervals with the intervals' median width: 30 points, ~20 min on 2 cores, at
 # most 9 GiB in use (docs/performance-model.md). MODEL_SCALE_COMPUTE=real: the same points on real
@@ -139,7 +139,7 @@ model-scale: setup
 	d=sweeps/model-scale-$(MODEL_SCALE_COMPUTE)-$$(date +%Y%m%d-%H%M%S); \
 	c="--compute=$(MODEL_SCALE_COMPUTE) --repeats=$(MODEL_SCALE_REPEATS)"; \
 	$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --sweep_dir=$$d/shared --report=false; \
-	for n in 1 2 3 4 8 12 16; do \
+	for n in 1 2 3 4 6 8 12 16; do \
 		$(PY) -m tools.sweep --config=tools/sweeps/model-scale.yaml $$c --strategy=parameter_server \
 			--ps_placement=collocated --num_workers=$$n --num_ps=$$n --sweep_dir=$$d/ps-k$$n --report=false; \
 	done; \

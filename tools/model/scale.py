@@ -1,4 +1,4 @@
-"""python -m tools.model scale SWEEP_DIR [--fit_up_to=4]: the model at 8-16 workers (`make model-scale`).
+"""python -m tools.model scale SWEEP_DIR [--fit_up_to=6]: the model at 8-16 workers (`make model-scale`).
 
 Fits the model on the sweep's runs with at most --fit_up_to workers and predicts the larger ones,
 strategy by strategy (a parameter server by its placement and shards: one ps on a host of its
@@ -48,7 +48,7 @@ COLUMNS = (Column("strategy", TEXT), Column("workers", NUMBER, 0), Column("use",
 def define_flags() -> None:
     if "fit_up_to" in FLAGS:
         return
-    flags.DEFINE_integer("fit_up_to", 4, "Fit on the runs with at most this many workers; predict the others.")
+    flags.DEFINE_integer("fit_up_to", 6, "Fit on the runs with at most this many workers; predict the others.")
     if "format" not in FLAGS:
         flags.DEFINE_string("format", "table", "table, csv or json.")
     pricing.define_flags()

@@ -1,5 +1,5 @@
 """The model judged where users extrapolate to: fitted on the small clusters of a sweep (N <= a
-cut, 4 in `make model-scale`), asked for the larger ones (8-16 workers), per strategy.
+cut, 6 in `make model-scale`), asked for the larger ones (8-16 workers), per strategy.
 
 What it computes from (strategy, N, measured, predicted) rows:
 - the error at each N, (predicted - measured) / measured, the fitted N's too (their residuals
