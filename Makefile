@@ -129,10 +129,10 @@ model: setup
 # at 4 workers, on emulated compute (each worker's forward and backward pass a wait that uses no CPU);
 # fits on N <= 6 and prints per strategy the error at 8, 12, 16 and its trend per doubling of N, each
 # ps host's bytes against its shards, then `median abs error = X%` and the coverage of the held-out
-# runs by their 90% intervals with the intervals' median width: 30 points, ~20 min on 2 cores, at
+# runs by their 90% intervals with the intervals' median width: 34 points, ~27 min on 2 cores, at
 # most 9 GiB in use (docs/performance-model.md). MODEL_SCALE_COMPUTE=real: the same points on real
 # compute (16 workers share 2 cores). MODEL_SCALE_REPEATS=2: every point run twice, so that the fit
-# and its intervals see the runs' own scatter (60 points, ~40 min). Not part of make test.
+# and its intervals see the runs' own scatter (68 points, ~54 min). Not part of make test.
 MODEL_SCALE_COMPUTE ?= emulated
 MODEL_SCALE_REPEATS ?= 1
 model-scale: setup
