@@ -90,8 +90,9 @@ def test_the_wait_is_measured_once_cached_and_named_in_the_records(tmp_path, log
 # (model flags, link flags, the least share of compute the all-reduce takes): the tiny model at 64 px and
 # batch 256 computes about 36 ms of a step whose all-reduce, over links with 5 ms of latency, takes about
 # 23 ms, so both parts count (emulated / real, single runs of 2026-12-06 at 6994686: 1.11, 1.12, 1.02,
-# and 1.20 and 1.26 with a real run slowed; the better of 2 runs each: 1.02-1.11; 45 s). AlexNet's row, whose 149 MB of weights
-# make a step nearly all all-reduce at 200 Mbit/s, is `make emulated`'s (docs/network.md#emulated-compute).
+# and 1.20 and 1.26 with a real run slowed; the better of 2 runs each: 1.02-1.11; 45 s). AlexNet's row,
+# whose 149 MB of weights make a step nearly all all-reduce at 200 Mbit/s, is `make emulated`'s
+# (docs/network.md#emulated-compute).
 EMULATED_VS_REAL = {
     "tiny_with_latency": (["--model=tiny", "--image_size=64", "--num_classes=10", "--batch_size=256",
                            "--num_warmup_steps=3", "--num_steps=30"], ["--link_latency=5"], 0.25),
