@@ -1,8 +1,9 @@
 """What a traced step does with the embedding tables, read from its graph (nested graphs included):
-which ops move or update rows and where they were asked to run, which collectives it calls on what
-shapes, and whether any tensor in it is as large as a table shard (a dense gradient of a table, or
-a whole read of one). The records' `step_graph` (tests/test_sparse_paths.py reads it): the path a
-strategy's step takes, as TensorFlow traced it, not as a formula says it should.
+which ops move or update rows and where they were asked to run, which tensors cross from one job to
+another, which collectives it calls on what shapes, and whether any tensor in it is as large as a
+table shard (a dense gradient of a table, or a whole read of one). The records' `step_graph`
+(tests/test_sparse_paths.py reads it): the path a strategy's step takes, as TensorFlow traced it,
+not as a formula says it should.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Dict, Iterable, List
 _ROW_OPS = re.compile(r"Scatter|Gather|SparseApply")
 _COLLECTIVE = re.compile(r"^Collective|AllReduce|Allreduce|Allgather|AllGather|^Horovod|^Nccl")
 _JOB = re.compile(r"/job:(\w+)")
+_TASK = re.compile(r"/job:(\w+)(?:/replica:\d+)?(?:/task:(\d+))?")
 
 
 def graphs(concrete_functions: Iterable) -> List:
@@ -49,6 +51,12 @@ def _job(op) -> str:
     return _resource_job(resource) if resource is not None else "unplaced"
 
 
+def _task(op):
+    """(job, task) an op was asked to run on, None if it was not placed by name."""
+    task = _TASK.search(op.device or "")
+    return (task.group(1), task.group(2) or "0") if task else None
+
+
 def _shape(tensor):
     try:
         return tuple(tensor.shape.as_list())
@@ -57,19 +65,28 @@ def _shape(tensor):
 
 
 def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
-    """{row_ops: {"OpType@job": count}, collectives: {OpType: [input shapes]}, table_sized: {OpType: count}}
-    over every graph of `concrete_functions`; `tables`: the embedding tables' variables (or shards),
-    whose full shapes no float tensor of a step that costs the rows it touches has."""
+    """{row_ops: {"OpType@job": count}, crossings: {"job->job": tensors sent to a task of the other job},
+    collectives: {OpType: [input shapes]}, table_sized: {OpType: count}} over every graph of
+    `concrete_functions`; `tables`: the embedding tables' variables (or shards), whose full shapes no
+    float tensor of a step that costs the rows it touches has."""
     sizes = {tuple(t.shape.as_list()) for t in tables}
     row_ops, collectives, table_sized = collections.Counter(), collections.defaultdict(list), collections.Counter()
+    crossed = set()  # (tensor, its job, the task it goes to): each is sent once, whatever reads it there
     for graph in graphs(concrete_functions):
         for op in graph.get_operations():
             if _ROW_OPS.search(op.type):
                 row_ops[f"{op.type}@{_job(op)}"] += 1
+            to = _task(op)
+            for t in op.inputs if to else ():
+                source = _task(t.op)
+                if source and source[0] != to[0] and t.dtype.name != "resource":
+                    crossed.add((id(graph), t.name, source[0], to))
             if _COLLECTIVE.search(op.type):
                 collectives[op.type].append([list(s) if s is not None else None
                                              for s in (_shape(t) for t in op.inputs if t.dtype.is_floating)])
             if any(t.dtype.is_floating and _shape(t) in sizes for t in op.outputs):
                 table_sized[op.type] += 1
-    return {"row_ops": dict(sorted(row_ops.items())), "collectives": dict(sorted(collectives.items())),
+    crossings = collections.Counter(f"{source}->{to[0]}" for _, _, source, to in crossed)
+    return {"row_ops": dict(sorted(row_ops.items())), "crossings": dict(sorted(crossings.items())),
+            "collectives": dict(sorted(collectives.items())),
             "table_sized": dict(sorted(table_sized.items())), "table_shapes": sorted(list(s) for s in sizes)}

@@ -194,12 +194,12 @@ def test_the_crossover_is_an_interval_of_workers_around_its_point():
 
 def test_the_hybrid_moves_the_ring_and_its_ps_rows():
     """Uniform ids: each host's ring share of the dense bytes, its worker's rows to the other ps and
-    the other workers' rows of its ranges (an N-th of theirs)."""
+    the other workers' rows of its ranges (an N-th of theirs), each row's int32 index sent once."""
     uniform = rec.Setting(**{**SETTING.__dict__, "zipf_alpha": 0.0})
-    u, row = uniform.rows_per_worker(), uniform.row_bytes + sparse.INDEX_BYTES
-    for n in (2, 4, 8):
+    u, row = uniform.rows_per_worker(), uniform.row_bytes
+    for n in (2, 4, 8):  # one way: its worker's pushed rows and indices, the rows its ps serves the others
         assert rec.busiest_host_bytes(rec.HYBRID, n, uniform) == pytest.approx(
-            2 * (n - 1) / n * uniform.dense_bytes + (n - 1) / n * u * row + (n - 1) * u / n * row, rel=1e-3)
+            2 * (n - 1) / n * uniform.dense_bytes + (n - 1) / n * u * (row + 4) + (n - 1) * u / n * row, rel=1e-3)
     assert rec.busiest_host_bytes(rec.HYBRID, 1, SETTING) == 0.0
 
 

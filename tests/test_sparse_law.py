@@ -43,6 +43,11 @@ def test_the_workloads_own_counts_match_the_law():
     assert facts["lookups_per_step"] == 512 * 4 * 2 and facts["row_bytes"] == 64
 
 
+def test_the_records_rule_and_the_model_count_the_same_index_bytes():
+    """tfbench.measure may not import the model (docs/architecture.md): each states the sizes; they agree."""
+    assert (sparse_wire.INDEX_BYTES, sparse_wire.RANGE_INDEX_BYTES) == (sparse.INDEX_BYTES, sparse.RANGE_INDEX_BYTES)
+
+
 def test_wire_bytes_per_strategy_by_hand():
     assert sparse.allgather_bytes(4, 1000, 64) == 3 * 1000 * 72
     facts = {"unique_rows_per_shard": [1000, 1200], "padded_rows_per_shard": 1250, "row_bytes": 64,
@@ -56,5 +61,8 @@ def test_wire_bytes_per_strategy_by_hand():
     ps = sparse_wire.wire(facts, strategy_traits.of("parameter_server"), False)
     assert ps["per_worker_step_bytes"] == pytest.approx(1100 * 144) and ps["ps_hosts_bytes_per_global_step"] == \
         pytest.approx(2 * 1100 * 144)
+    hybrid = sparse_wire.wire(facts, strategy_traits.of("hybrid"), False)  # rows in and out, one int32 index
+    assert hybrid["per_worker_step_bytes"] == pytest.approx(1100 * (64 + 64 + 4)) and "indices sent once" in \
+        hybrid["rule"]
     text = sparse_wire.line(dict(facts, tables=2, lookups_per_step=64, unique_rows_all_shards=1900, wire_by_rule=ps))
     assert "1000, 1200 per worker" in text and "by the rule (parameter server" in text

@@ -70,12 +70,12 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
         features, labels = batch
         with tf.device(device):
             t0 = tf.timestamp()
-            pulled = []
+            pulled, rows = None, []
             if has_tables:
                 ids = [x + gate(t0, x.dtype) for x in workload.table_ids(features)]  # the pulls start after t0
                 pulled = tables.pull(ids)
                 tables.feed(table_layers, pulled)
-            rows = [r for _, r, _ in pulled]
+                rows = pulled.rows
             t_pull = after(rows, tf) if rows else t0
             if not train:
                 value = (emulated.pulled_gradients(config, features, [], rows)[0] if config.emulated_compute
@@ -98,7 +98,7 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
             done = tf.zeros([1], tf.float64)
             t3 = t4 = t2
             if has_tables:
-                pushes = tables.push([u for u, _, _ in pulled], row_grads, config.learning_rate,
+                pushes = tables.push(pulled, row_grads, config.learning_rate,
                                      gate(reduced[-1], tf.float64) + gate(t2, tf.float64))
                 t3 = after(pushes, tf)
                 done = hvd.allreduce(tf.reshape(t3, [1]), op=hvd.Sum, name="rows_pushed")

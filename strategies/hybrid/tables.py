@@ -9,11 +9,31 @@ same rows.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, NamedTuple, Sequence
 
 from tfbench.perfmodel.sparse import ranges
 
 CONTAINER = "tfbench_tables"
+
+
+class OnPs(NamedTuple):
+    """What one ps received in a step's pull: its ranges ((table, range, variable) each), their
+    row counts, and each range's int32 indices as split there, which the push scatters at."""
+
+    device: str
+    ranges: list
+    sizes: object
+    indices: list
+
+
+class Pulled(NamedTuple):
+    """A step's pull: per table, its rows (one per unique id), each id's position in them and each
+    row's range; per ps, what it received."""
+
+    rows: list
+    positions: list
+    shards: list
+    on_ps: List[OnPs]
 
 
 def ps_device(k: int) -> str:
@@ -90,40 +110,56 @@ class PsTables:
         return table
 
     # -- a step's rows ----------------------------------------------------------------------
-    def pull(self, ids_per_table: Sequence) -> List[tuple]:
-        """(unique ids, their rows, each id's position in them) per table: the rows the ids touch,
-        read with one ResourceGather per range on the ps that holds it, stitched back in order."""
+    def pull(self, ids_per_table: Sequence) -> Pulled:
+        """The rows the ids touch. To each ps goes one tensor of the int32 indices of every range it
+        holds (and their counts); it splits them into one ResourceGather per range and sends one
+        tensor of rows back: one message each way per ps, however many tables and ranges."""
         from tfbench.framework.tf_import import tf
 
-        out = []
+        positions, shards, wheres, slots = [], [], [], {}
         for t, ids in enumerate(ids_per_table):
             unique, position = tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))
             shard, local = self._split(t, unique)
             pieces = self.tables[t].variables
             parts = tf.dynamic_partition(local, shard, len(pieces))
-            where = tf.dynamic_partition(tf.range(tf.size(unique)), shard, len(pieces))
-            fetched = []
-            for piece, part in zip(pieces, parts):
-                with tf.device(piece.device):
-                    fetched.append(tf.raw_ops.ResourceGather(resource=piece.handle, indices=part, dtype=piece.dtype))
-            out.append((unique, tf.dynamic_stitch(where, fetched), position))
-        return out
+            for j, piece in enumerate(pieces):
+                slots.setdefault(piece.device, []).append(((t, j, piece), parts[j]))
+            positions.append(position)
+            shards.append(shard)
+            wheres.append(tf.dynamic_partition(tf.range(tf.size(unique)), shard, len(pieces)))
+        fetched = [[None] * len(table.variables) for table in self.tables]
+        on_ps = []
+        for device, slot in slots.items():
+            held, parts = [r for r, _ in slot], [p for _, p in slot]
+            sizes = tf.stack([tf.size(part) for part in parts])
+            indices = tf.concat(parts, 0)
+            with tf.device(device):
+                there = tf.split(indices, sizes, num=len(parts))
+                rows = tf.concat([tf.raw_ops.ResourceGather(resource=piece.handle, indices=part, dtype=piece.dtype)
+                                  for (_, _, piece), part in zip(held, there)], 0)
+            for (t, j, _), got in zip(held, tf.split(rows, sizes, num=len(parts))):
+                fetched[t][j] = got
+            on_ps.append(OnPs(device, held, sizes, there))
+        rows = [tf.dynamic_stitch(where, got) for where, got in zip(wheres, fetched)]
+        return Pulled(rows, positions, shards, on_ps)
 
-    def push(self, unique_per_table: Sequence, row_grads: Sequence, learning_rate: float, after) -> list:
+    def push(self, pulled: Pulled, row_grads: Sequence, learning_rate: float, after) -> list:
         """Each table's SGD step on the rows this rank touched: -lr x gradient, scatter-added on the
-        ps that holds each row (ResourceScatterAdd), once `after` (a tensor) exists."""
+        ps that holds each row (ResourceScatterAdd) once `after` (a scalar, an exact 0) exists. To
+        each ps goes one tensor of updates, after `after` (sent beside the all-reduce, they slowed
+        its ring more than they gained); the indices are the pull's, already there."""
         from tfbench.framework.tf_import import tf
 
+        steps = [tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), shard, len(table.variables))
+                 for table, shard, grad in zip(self.tables, pulled.shards, row_grads)]
         ops = []
-        for t, (unique, grad) in enumerate(zip(unique_per_table, row_grads)):
-            unique = unique + tf.cast(after, unique.dtype)  # `after` is an exact 0 that orders the push
-            shard, local = self._split(t, unique)
-            pieces = self.tables[t].variables
-            rows = tf.dynamic_partition(local, shard, len(pieces))
-            steps = tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), shard, len(pieces))
-            for piece, part, step in zip(pieces, rows, steps):
-                with tf.device(piece.device):
-                    ops.append(tf.raw_ops.ResourceScatterAdd(resource=piece.handle, indices=part, updates=step))
+        for ps in pulled.on_ps:
+            updates = tf.concat([steps[t][j] for t, j, _ in ps.ranges], 0) + tf.cast(after, tf.float32)
+            with tf.device(ps.device):
+                zero = tf.cast(after, tf.int32)
+                for (_, _, piece), part, step in zip(ps.ranges, ps.indices, tf.split(updates, ps.sizes,
+                                                                                     num=len(ps.ranges))):
+                    ops.append(tf.raw_ops.ResourceScatterAdd(resource=piece.handle, indices=part + zero, updates=step))
         return ops
 
     def _split(self, t: int, ids):
@@ -132,12 +168,12 @@ class PsTables:
 
         starts = tf.constant(self.offsets[t], ids.dtype)
         shard = tf.searchsorted(starts, ids, side="right", out_type=tf.int32) - 1
-        return shard, ids - tf.gather(starts, shard)
+        return shard, tf.cast(ids - tf.gather(starts, shard), tf.int32)  # a range holds < 2**31 rows
 
-    def feed(self, layers, pulled: Sequence[tuple]) -> None:
+    def feed(self, layers, pulled: Pulled) -> None:
         """Every Embedding layer of the model (in table order) reads its table's pulled rows in the
         step being traced instead of looking them up itself."""
-        self.current = {t: (rows, position) for t, (_, rows, position) in enumerate(pulled)}
+        self.current = dict(enumerate(zip(pulled.rows, pulled.positions)))
         for t, layer in enumerate(layers):
             layer.call = self._reader(t, layer.output_dim)
 

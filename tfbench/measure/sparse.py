@@ -5,6 +5,8 @@ A model that looks up unique ids moves each touched row once (tfbench.models.dlr
 - parameter server: each worker pulls its touched rows from their ps (it sends their int64 ids,
   the ps sends the rows) and pushes their gradients back with the ids: 2 x rows x (row bytes + 8);
   the ps hosts together carry every worker's rows;
+- tables apart on the ps (the hybrid): the same pull and push, the rows' indices within their
+  ranges sent once (int32, with the pull) and the push scattered at them: rows x (2 row bytes + 4);
 - all-reduce strategies (MultiWorkerMirrored; Horovod without sparse_as_dense): the gradients are
   all-gathered, each host receiving the rows (values and int64 ids) of the N - 1 others; TensorFlow's
   collectives gather equal shapes only, so MultiWorkerMirrored pads every worker's rows of a table
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-INDEX_BYTES = 8  # an int64 row id
+INDEX_BYTES = 8  # an int64 row id (tfbench.perfmodel.sparse.laws states the same for the model)
+RANGE_INDEX_BYTES = 4  # a row's int32 index within its range on a ps (the hybrid's tables)
 
 
 def wire(facts: Dict, traits, sparse_as_dense: bool) -> Optional[Dict]:
@@ -28,6 +31,11 @@ def wire(facts: Dict, traits, sparse_as_dense: bool) -> Optional[Dict]:
         return None
     row, n = facts["row_bytes"], len(per_shard)
     mean_rows = sum(per_shard) / n
+    if traits.tables_apart:
+        per_worker = mean_rows * (2 * row + RANGE_INDEX_BYTES)
+        return {"rule": "tables apart on the ps: each worker pulls the rows its batch touches (their indices sent "
+                        "once) and pushes their update to the same indices",
+                "per_worker_step_bytes": per_worker, "ps_hosts_bytes_per_global_step": per_worker * n}
     if traits.ps_tasks:
         per_worker = 2 * mean_rows * (row + INDEX_BYTES)
         return {"rule": "parameter server: each worker pulls the rows its batch touches (their ids sent) and pushes "

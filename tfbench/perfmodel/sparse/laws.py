@@ -15,6 +15,7 @@ values, 8 bytes per int64 row id):
 
   all-gather (MultiWorkerMirrored, Horovod):  (N - 1) u (row + 8) received per host
   parameter server, per worker:              2 u (row + 8)      (pull: ids out, rows in; push: rows and ids)
+  tables apart on the ps (hybrid), per worker: u (2 row + 4)  (int32 indices within a range, sent once)
   parameter server, per ps host:             sum over workers of the rows of its shards x 2 (row + 8)
   dense fallback (Horovod sparse_as_dense):  2 (N - 1) / N x the tables' bytes per host
 
@@ -29,7 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-INDEX_BYTES = 8
+INDEX_BYTES = 8  # an int64 row id
+RANGE_INDEX_BYTES = 4  # a row's int32 index within its range on a ps (the hybrid's tables)
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,9 +20,9 @@ One synchronous step at N workers of one core each:
   (hot_first ids: a table's hottest rows are its first, its first shard the busiest; hashed ids:
   every row equally likely to be a hot value's, a shard's rows in proportion to its size);
   the hybrid (tables on a ps on every host, the rest all-reduced): the ring's 2(N-1)/N |w_dense|
-  plus the same rows' traffic as the parameter server's (its worker's rows, and what its ps serves
-  the N workers), r_j counted over the ranges the hybrid's shard rule puts on ps j
-  (tfbench.perfmodel.sparse.ranges);
+  plus the parameter server's rows (its worker's rows, and what its ps serves the N workers) with
+  each row's index sent once, as int32 within its range (u (row + 4) out, u row in), r_j counted
+  over the ranges the hybrid's shard rule puts on ps j (tfbench.perfmodel.sparse.ranges);
 - beta: the link's rate (the probed rate of the run's emulated links); eta and o: the share of it
   the strategy's protocol reaches and its fixed cost per step (gRPC rounds, scheduling, the update
   on the ps), fitted by least squares on t - c(N) = o + (1/eta) b(N)/beta over the fitted runs.
@@ -131,9 +131,9 @@ def busiest_host_bytes(kind: str, n: int, setting: Setting) -> float:
     row, u = setting.row_bytes, setting.rows_per_worker()
     dense = setting.dense_bytes
     if kind == HYBRID:  # the ring, and the parameter server's rows without its dense pulls and pushes
-        share, ids, busiest = (n - 1) / n, sparse.INDEX_BYTES, max(setting.rows_per_range_ps(n))
-        sent = u * (row + 2 * ids) + n * busiest * row
-        received = u * row + n * busiest * (row + 2 * ids)
+        share, ids, busiest = (n - 1) / n, sparse.RANGE_INDEX_BYTES, max(setting.rows_per_range_ps(n))
+        sent = u * (row + ids) + n * busiest * row  # the indices sent once, with the pull
+        received = u * row + n * busiest * (row + ids)
         return 2 * share * dense + share * max(sent, received)
     if kind != PS:
         return 2 * (n - 1) / n * dense + sparse.allgather_bytes(n, u, row)
