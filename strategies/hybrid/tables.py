@@ -146,15 +146,16 @@ class PsTables:
     def push(self, pulled: Pulled, row_grads: Sequence, learning_rate: float, after) -> list:
         """Each table's SGD step on the rows this rank touched: -lr x gradient, scatter-added on the
         ps that holds each row (ResourceScatterAdd) once `after` (a scalar, an exact 0) exists. To
-        each ps goes one tensor of updates, after `after` (sent beside the all-reduce, they slowed
-        its ring more than they gained); the indices are the pull's, already there."""
+        each ps goes one tensor of updates once `after` exists (sent beside the all-reduce, they
+        slowed its ring more than they gained); the indices are the pull's, already there."""
         from tfbench.framework.tf_import import tf
 
         steps = [tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), shard, len(table.variables))
                  for table, shard, grad in zip(self.tables, pulled.shards, row_grads)]
         ops = []
         for ps in pulled.on_ps:
-            updates = tf.concat([steps[t][j] for t, j, _ in ps.ranges], 0) + tf.cast(after, tf.float32)
+            updates = tf.concat([steps[t][j] for t, j, _ in ps.ranges], 0)
+            updates += tf.cast(after, updates.dtype)
             with tf.device(ps.device):
                 zero = tf.cast(after, tf.int32)
                 for (_, _, piece), part, step in zip(ps.ranges, ps.indices, tf.split(updates, ps.sizes,
