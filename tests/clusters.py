@@ -6,12 +6,15 @@ A scenario merges runs that used to differ only in flags that matter to one test
 other (e.g. hard placement and a straggler); the tests read the step counts and flags from the
 run's own config.json, not from constants. A launch that fails, or leaves a process of its run
 behind, fails every test that reads it, with the run's output, and is not launched again; so does one that leaves its scratch directory (its tasks'
-temporary files) behind."""
+temporary files) behind. The one exception: a task that died of a memory fault inside a native
+library (SIGSEGV, SIGBUS) gets its run launched once more, with a warning that shows the crash."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import re
+import warnings
 from typing import Dict, Optional, Tuple
 
 import imagenet_records
@@ -128,6 +131,16 @@ SCENARIOS: Dict[str, Scenario] = {
 }
 
 
+# Signals of a memory fault: a native library's bug (tfbench's Python cannot raise them)
+MEMORY_FAULTS = ("SIGSEGV", "SIGBUS")
+
+
+def crashed_task(output: str) -> Optional[str]:
+    """'<task> exited with code -N (<signal>)' when a launch failed because a task died of a memory fault."""
+    failed = re.search(r"run failed: (\S+ exited with code -\d+ \((\w+)\))", output)
+    return failed.group(1) if failed and failed.group(2) in MEMORY_FAULTS else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Launched:
     """A finished run: what it printed (stdout, then stderr), its run directory, and its weights file (or None)."""
@@ -163,8 +176,19 @@ class Clusters:
         return done
 
     def _launch(self, name: str):
+        """The scenario's run; launched once more when a task of it died of a memory fault inside a
+        native library (the launcher names the signal), with a warning that shows the crash: such
+        a fault is TensorFlow's, not what a test reads, and a second crash fails the tests."""
+        done = self._launch_once(name, name)
+        crash = crashed_task(done) if isinstance(done, str) else None
+        if crash is None:
+            return done
+        warnings.warn(f"scenario {name}: {crash}; launched once more. The first launch's output:\n{done}")
+        return self._launch_once(name, f"{name}-again")
+
+    def _launch_once(self, name: str, directory: str):
         scenario = SCENARIOS[name]
-        logdir = os.path.join(self.root, name)
+        logdir = os.path.join(self.root, directory)
         weights = os.path.join(self.root, f"{name}.weights.npz") if scenario.dump_weights else None
         env = {"TFBENCH_DUMP_WEIGHTS": weights} if weights else None
         files = (f"--data_dir={self.records(scenario.data_dir)}",) if scenario.data_dir else ()

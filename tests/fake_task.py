@@ -5,6 +5,8 @@ its TF_CONFIG port like a tf.distribute.Server would, writes progress files, and
 record. FAKE_MODE (or FAKE_MODE_<task name>, which wins) makes it misbehave:
   normal            warm-up and measured steps, then a task record and exit 0
   crash             SIGKILLs itself at measured step FAKE_CRASH_STEP
+  segfault          dies of SIGSEGV at measured step FAKE_CRASH_STEP, faulthandler on (as tfbench.app.task
+                    runs), beside a thread that is sleeping
   hang              stops reporting progress during warm-up and sleeps forever
   bind_fail         fails to bind its port on the first start in this run directory only
   bind_fail_always  fails to bind its port on every start
@@ -86,12 +88,26 @@ def run_steps(run_dir: str, name: str, mode: str) -> None:
         if mode == "crash" and step == crash_step:
             print(f"fake_task {name}: killing itself at step {step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "segfault" and step == crash_step:
+            segfault_beside_a_sleeping_thread()
         starts.append(time.time())
         time.sleep(step_s)
         times.append(time.time() - starts[-1])
         write_progress(run_dir, name, "measure", step, steps)
     append_record(run_dir, name, starts, times)
     write_progress(run_dir, name, "done", steps, steps)
+
+
+def segfault_beside_a_sleeping_thread():
+    """A read of address 0, as a native library's bug reads freed memory, while another thread sleeps."""
+    import ctypes
+    import faulthandler
+    import threading
+
+    faulthandler.enable()
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    time.sleep(0.1)
+    ctypes.string_at(0)
 
 
 def append_record(run_dir: str, name: str, starts, times) -> None:

@@ -136,6 +136,17 @@ def test_killed_task_stops_the_rest(tmp_path):
     assert results[-1]["status"] == "failed" and results[-1]["failed_task"] == "worker_1"
 
 
+def test_a_crashed_tasks_failure_shows_the_crashing_threads_stack(tmp_path):
+    plan, run, config = setup_run(tmp_path, {"worker_1": {"FAKE_MODE": "segfault"}})
+    result, out = launch(plan, run, config)
+    assert (result.ok, result.failed_task, result.reason) == (False, "worker_1", "worker_1 exited with code -11 (SIGSEGV)")
+    shown = out[out.index("lines of"):]
+    assert "Fatal Python error: Segmentation fault" in shown and "Current thread" in shown
+    assert "segfault_beside_a_sleeping_thread" in shown  # the crashing thread's frames
+    assert "threading.py" not in shown  # not the sleeping thread's, which faulthandler prints first
+    assert assert_clean(run)[-1]["failed_task"] == "worker_1"
+
+
 def test_hung_task_hits_stall_timeout(tmp_path):
     plan, run, config = setup_run(tmp_path, {"worker_1": {"FAKE_MODE": "hang"}}, stall_timeout=2.0)
     result, out = launch(plan, run, config)

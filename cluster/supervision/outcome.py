@@ -7,6 +7,7 @@ only appended to.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from typing import Callable, List, Optional
 
@@ -18,6 +19,7 @@ from tfbench.results import records
 from tfbench.results.rundir import RunDir
 
 LOG_TAIL_LINES = 20
+FATAL_ERROR = "Fatal Python error"  # how faulthandler's report of a fatal signal begins
 
 # Extra facts a launcher or monitor adds to the cluster record once the window is known.
 RecordHook = Callable[[RunDir, dict], dict]
@@ -137,4 +139,16 @@ def read_log(path: str, offset: int = 0, limit: int = 256 * 1024) -> str:
 
 
 def log_tail(path: str, offset: int = 0, lines: int = LOG_TAIL_LINES) -> List[str]:
-    return read_log(path, offset).splitlines()[-lines:]
+    """The log's last `lines`; for a task that crashed (a fatal signal, which tfbench.app.task's
+    faulthandler reports), the crash's first line and the crashing thread's Python stack instead:
+    the other threads' stacks come after it and would push it out of the tail."""
+    text = read_log(path, offset).splitlines()
+    crash = max((i for i, line in enumerate(text) if line.startswith(FATAL_ERROR)), default=None)
+    if crash is None:
+        return text[-lines:]
+    report = text[crash:]
+    current = next((i for i, line in enumerate(report) if line.startswith("Current thread")), None)
+    if current is None:
+        return report[:lines]
+    stack = list(itertools.takewhile(str.strip, report[current:]))
+    return [report[0], *stack][:lines]

@@ -7,6 +7,7 @@ strategy adapter, runs warm-up and measured steps, and appends its own result re
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import shutil
 import sys
@@ -77,6 +78,7 @@ def main(argv=None) -> int:
     task = resolve_task(plan, args.task)
     if args.task in resolved_task.ENTRIES:
         redirect_output(run.task_log(task.name))
+    faulthandler.enable()  # a fatal signal (a crash inside TensorFlow) leaves every thread's Python stack in the log
     progress.write_progress(run.path, task.name, "starting", 0, config.total_steps)
     prepare_process(config, task)
     temporary = own_temporary_directory(task.name)
