@@ -103,11 +103,11 @@ def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced
         on_variables = {op: n for op, n in graph["row_ops"].items() if op.startswith("Resource")}
         assert on_variables == {"ResourceGather@ps": 4 * 2, "ResourceScatterAdd@ps": 4 * 2}
         assert {op.split("@")[1] for op in graph["row_ops"]} == {"ps", f"rank{rank['index']}"}
-        # to each ps one tensor each of its ranges' row indices (once: the push scatters at the pull's)
-        # and their counts, of the rows' updates, and the scalar that orders the push; from each ps
-        # one tensor of rows: however many tables, 4 messages to a ps and 1 back a step
+        # to each ps one tensor of its ranges' row indices and their counts (once: the push scatters
+        # at the pull's) and one of the rows' updates; from each ps one tensor of rows: however many
+        # tables, 2 messages to a ps and 1 back a step
         job = f"rank{rank['index']}"
-        assert graph["crossings"] == {f"{job}->ps": 4 * 2, f"ps->{job}": 1 * 2}
+        assert graph["crossings"] == {f"{job}->ps": 2 * 2, f"ps->{job}": 1 * 2}
         assert not graph["table_sized"]  # no tensor as large as a table's range: the rows it touches only
         assert set(graph["collectives"]) == {"HorovodGroupedAllreduce", "HorovodAllreduce"}
         # the dense gradients in one grouped all-reduce, the wait for every push a one-value one

@@ -22,7 +22,7 @@ class OnPs(NamedTuple):
 
     device: str
     ranges: list
-    sizes: object
+    sizes: object  # on the ps
     indices: list
 
 
@@ -111,8 +111,8 @@ class PsTables:
 
     # -- a step's rows ----------------------------------------------------------------------
     def pull(self, ids_per_table: Sequence) -> Pulled:
-        """The rows the ids touch. To each ps goes one tensor of the int32 indices of every range it
-        holds (and their counts); it splits them into one ResourceGather per range and sends one
+        """The rows the ids touch. To each ps goes one tensor: the int32 indices of every range it
+        holds, then their counts; it splits them into one ResourceGather per range and sends one
         tensor of rows back: one message each way per ps, however many tables and ranges."""
         from tfbench.framework.tf_import import tf
 
@@ -132,22 +132,23 @@ class PsTables:
         for device, slot in slots.items():
             held, parts = [r for r, _ in slot], [p for _, p in slot]
             sizes = tf.stack([tf.size(part) for part in parts])
-            indices = tf.concat(parts, 0)
+            message = tf.concat([*parts, sizes], 0)  # int32: a range holds < 2**31 rows
             with tf.device(device):
-                there = tf.split(indices, sizes, num=len(parts))
+                sizes_there = message[-len(parts):]
+                there = tf.split(message[:-len(parts)], sizes_there, num=len(parts))
                 rows = tf.concat([tf.raw_ops.ResourceGather(resource=piece.handle, indices=part, dtype=piece.dtype)
                                   for (_, _, piece), part in zip(held, there)], 0)
             for (t, j, _), got in zip(held, tf.split(rows, sizes, num=len(parts))):
                 fetched[t][j] = got
-            on_ps.append(OnPs(device, held, sizes, there))
+            on_ps.append(OnPs(device, held, sizes_there, there))
         rows = [tf.dynamic_stitch(where, got) for where, got in zip(wheres, fetched)]
         return Pulled(rows, positions, shards, on_ps)
 
     def push(self, pulled: Pulled, row_grads: Sequence, learning_rate: float, after) -> list:
         """Each table's SGD step on the rows this rank touched: -lr x gradient, scatter-added on the
-        ps that holds each row (ResourceScatterAdd) once `after` (a scalar, an exact 0) exists. To
-        each ps goes one tensor of updates once `after` exists (sent beside the all-reduce, they
-        slowed its ring more than they gained); the indices are the pull's, already there."""
+        ps that holds each row (ResourceScatterAdd). To each ps goes one tensor of updates, made once
+        `after` (a scalar, an exact 0) exists (sent beside the all-reduce, they slowed its ring more
+        than they gained); the indices and their counts are the pull's, already there."""
         from tfbench.framework.tf_import import tf
 
         steps = [tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), shard, len(table.variables))
@@ -157,10 +158,9 @@ class PsTables:
             updates = tf.concat([steps[t][j] for t, j, _ in ps.ranges], 0)
             updates += tf.cast(after, updates.dtype)
             with tf.device(ps.device):
-                zero = tf.cast(after, tf.int32)
                 for (_, _, piece), part, step in zip(ps.ranges, ps.indices, tf.split(updates, ps.sizes,
                                                                                      num=len(ps.ranges))):
-                    ops.append(tf.raw_ops.ResourceScatterAdd(resource=piece.handle, indices=part + zero, updates=step))
+                    ops.append(tf.raw_ops.ResourceScatterAdd(resource=piece.handle, indices=part, updates=step))
         return ops
 
     def _split(self, t: int, ids):
