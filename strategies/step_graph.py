@@ -13,8 +13,7 @@ from typing import Dict, Iterable, List
 
 _ROW_OPS = re.compile(r"Scatter|Gather|SparseApply")
 _COLLECTIVE = re.compile(r"^Collective|AllReduce|Allreduce|Allgather|AllGather|^Horovod|^Nccl")
-_JOB = re.compile(r"/job:(\w+)")
-_TASK = re.compile(r"/job:(\w+)(?:/replica:\d+)?(?:/task:(\d+))?")
+_TASK = re.compile(r"/job:(\w+)(?:/replica:\d+)?(?:/task:(\d+))?")  # group 1 the job, 2 the task
 
 
 def graphs(concrete_functions: Iterable) -> List:
@@ -35,16 +34,16 @@ def _resource_job(tensor) -> str:
     while True:
         outer = next((external for external, internal in tensor.graph.captures if internal is tensor), None)
         if outer is None:
-            job = _JOB.search(tensor.op.device or "")
+            job = _TASK.search(tensor.op.device or "")
             return job.group(1) if job else "unplaced"
         if not hasattr(outer, "graph"):  # the variable's own (eager) handle
-            job = _JOB.search(getattr(outer, "device", "") or "")
+            job = _TASK.search(getattr(outer, "device", "") or "")
             return job.group(1) if job else "unplaced"
         tensor = outer
 
 
 def _job(op) -> str:
-    job = _JOB.search(op.device or "")
+    job = _TASK.search(op.device or "")
     if job:
         return job.group(1)
     resource = next((t for t in op.inputs if t.dtype.name == "resource"), None)
