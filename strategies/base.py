@@ -212,6 +212,11 @@ class SyncAdapter(StrategyAdapter):
             return None
         return convergence.Hook(self.evaluator, lambda: int(self.optimizer.iterations.numpy()), self.global_batch_size)
 
+    def row_holders(self) -> list:
+        """The variables that hold embedding rows (each table and its shards): no float tensor of a
+        step that costs the rows it touches has one's full shape (strategies.step_graph)."""
+        return [p for t in embedding_tables(self.model) for p in [t, *getattr(t, "variables", [])]]
+
     @property
     def evaluates(self) -> bool:
         """One task evaluates a synchronous run: worker 0 (the only task of a one-task run)."""
@@ -247,7 +252,7 @@ class SyncAdapter(StrategyAdapter):
             function = self.step_function()
             placed["requested_op_devices"] = placement.requested_op_devices(function)
             steps.step_collective_ops = placement.collective_ops(function)
-            tables = [p for t in embedding_tables(self.model) for p in [t, *getattr(t, "variables", [])]]
+            tables = self.row_holders()
             if tables and self.config.mode == "train":
                 steps.step_graph = step_graph.summary([function], tables)
         return [Measurement(self.task.role, self.task.index, self.config.batch_size * self.local_replicas,

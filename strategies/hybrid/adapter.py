@@ -57,6 +57,7 @@ class HybridAdapter(HorovodAdapter):
                                           initialise=self.hvd.rank() == 0)
         with self.scope(), tf.variable_creator_scope(self.tables):
             self.model = self.config.workload.build(self.config)
+        self.tables.stack()
         self.dense = dense_variables(self.model)
         self.table_layers = [layer for layer in self.model.submodules if isinstance(layer, keras.layers.Embedding)]
         with self.scope():
@@ -68,13 +69,12 @@ class HybridAdapter(HorovodAdapter):
     def after_build(self) -> None:
         """Rank 0's dense weights to every rank; the tables' initial values, which rank 0 wrote on
         the ps, are there for every rank once this barrier is passed (rank 0 reads a row of every
-        range first: its writes to a ps were queued there, not done)."""
+        stack first: its writes to a ps were queued there, not done)."""
         variables = list(self.dense) + (list(self.optimizer.variables()) if self.config.mode == "train" else [])
         self.hvd.broadcast_variables(variables, root_rank=0)
-        if self.tables.initialise:  # remote ops run asynchronously: a read of every range waits for its write
-            for table in self.tables.tables:
-                for piece in table.variables:
-                    piece.sparse_read([0]).numpy()
+        if self.tables.initialise:  # remote ops run asynchronously: a read of every stack waits for its write
+            for stack in self.tables.stacks:
+                stack.variable.sparse_read([0]).numpy()
         self.barrier("tables_initialised")
 
     def weights(self):
@@ -121,6 +121,9 @@ class HybridAdapter(HorovodAdapter):
 
     def data_shards(self) -> List[int]:
         return list(range(self.hvd.size()))
+
+    def row_holders(self) -> list:
+        return [*super().row_holders(), *(stack.variable for stack in self.tables.stacks)]
 
     def table_variables(self) -> list:
         return embedding_tables(self.model)

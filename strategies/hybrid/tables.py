@@ -2,10 +2,12 @@
 the pull and push of a step's rows.
 
 The shard rule (--hybrid_shard_rule) is tfbench.perfmodel.sparse.ranges': a table's K contiguous
-row ranges, range j of table t on ps (t + j) mod K (rotated) or on ps j (aligned). Each range is
-a resource variable on its ps, created under a name shared by every rank (VarHandleOp's container
-and shared_name): one rank writes the initial values, and every rank then reads and updates the
-same rows.
+row ranges, range j of table t on ps (t + j) mod K (rotated) or on ps j (aligned). Each ps keeps
+the ranges it holds (of every table of one width) stacked in one resource variable, created under
+a name shared by every rank (VarHandleOp's container and shared_name), so that a step's pull is one
+gather there and its push one scatter-add, however many tables: one rank writes the initial values,
+and every rank then reads and updates the same rows. The model's table is a ShardedVariable of its
+ranges' handles (shape and ps, which the records read), not their storage.
 """
 from __future__ import annotations
 
@@ -16,23 +18,30 @@ from tfbench.perfmodel.sparse import ranges
 CONTAINER = "tfbench_tables"
 
 
-class OnPs(NamedTuple):
-    """What one ps received in a step's pull: its ranges ((table, range, variable) each), their
-    row counts, and each range's int32 indices as split there, which the push scatters at."""
+class Stack(NamedTuple):
+    """One ps's variable of the ranges of one width it holds, in table order (PsTables.holder
+    says where each range starts in it)."""
 
     device: str
-    ranges: list
-    sizes: object  # on the ps
-    indices: list
+    variable: object
+
+
+class OnPs(NamedTuple):
+    """What one ps's stack (self.stacks[stack]) received in a step's pull: the tables whose rows it
+    sent, and the int32 indices (rows of the stack) as they arrived there, which the push scatters at."""
+
+    stack: int
+    tables: list
+    indices: object  # on the ps
 
 
 class Pulled(NamedTuple):
-    """A step's pull: per table, its rows (one per unique id), each id's position in them and each
-    row's range; per ps, what it received."""
+    """A step's pull: per table, its rows (one per unique id), each id's position in them and the
+    stack that holds each row; per stack, what its ps received."""
 
     rows: list
     positions: list
-    shards: list
+    stacks: list
     on_ps: List[OnPs]
 
 
@@ -75,13 +84,18 @@ def shared_variable(run_tag: str, name: str, shape, dtype, k: int):
 
 class PsTables:
     """A variable creator (tf.variable_creator_scope) that puts every Embedding's table on the ps
-    as a ShardedVariable of shared row ranges; any other variable is created as usual, on the
-    rank. `initialise`: this rank writes the tables' initial values (one rank does)."""
+    as a ShardedVariable of its row ranges; any other variable is created as usual, on the rank.
+    `stack()`, once the model is built, makes each ps's stacks. `initialise`: this rank writes the
+    tables' initial values (one rank does): each range's into its own handle on its ps as the table
+    is made, which `stack()` then moves into the stack there and frees, so that no rank holds more
+    than one table's values and no ps more than its share twice, briefly."""
 
     def __init__(self, num_ps: int, rule: str, run_tag: str, initialise: bool):
         self.num_ps, self.rule, self.run_tag, self.initialise = num_ps, rule, run_tag, initialise
-        self.tables: list = []  # ShardedVariable per table, in creation order
+        self.tables: list = []  # ShardedVariable of its ranges per table, in creation order
         self.offsets: List[List[int]] = []  # first row of each range, per table
+        self.stacks: List[Stack] = []
+        self.holder: List[List[tuple]] = []  # per table and range: (its stack's index, its first row there)
         self.current: Dict[int, tuple] = {}  # table -> (rows, position) of the step being traced
 
     def __call__(self, next_creator, **kwargs):
@@ -109,67 +123,96 @@ class PsTables:
         self.offsets.append(offsets)
         return table
 
-    # -- a step's rows ----------------------------------------------------------------------
-    def pull(self, ids_per_table: Sequence) -> Pulled:
-        """The rows the ids touch. To each ps goes one tensor: the int32 indices of every range it
-        holds, then their counts; it splits them into one ResourceGather per range and sends one
-        tensor of rows back: one message each way per ps, however many tables and ranges."""
+    def stack(self) -> None:
+        """Each ps's stacks: one variable per width of the ranges it holds, in table order. The
+        initialising rank moves every range's values into its stack on the ps (nothing crosses a
+        link) and frees the range's own variable."""
         from tfbench.framework.tf_import import tf
 
-        positions, shards, wheres, slots = [], [], [], {}
+        layout: Dict[tuple, list] = {}  # (ps, width) -> [(table, range, piece)]
+        for t, table in enumerate(self.tables):
+            for j, piece in enumerate(table.variables):
+                key = (ranges.ps_of(t, j, self.num_ps, self.rule), int(piece.shape[1]))
+                layout.setdefault(key, []).append((t, j, piece))
+        self.holder = [[None] * len(table.variables) for table in self.tables]
+        for (k, dim), held in sorted(layout.items()):
+            row = 0
+            for t, j, piece in held:
+                self.holder[t][j] = (len(self.stacks), row)
+                row += int(piece.shape[0])
+            name = f"ps_{k}/width_{dim}"
+            variable = shared_variable(self.run_tag, name, [row, dim], tf.float32, k)
+            if self.initialise:
+                with tf.device(ps_device(k)):
+                    values = [tf.raw_ops.ReadVariableOp(resource=p.handle, dtype=p.dtype) for _, _, p in held]
+                    tf.raw_ops.AssignVariableOp(resource=variable.handle, value=tf.concat(values, 0))
+                    for _, _, piece in held:
+                        tf.raw_ops.DestroyResourceOp(resource=piece.handle)
+            self.stacks.append(Stack(ps_device(k), variable))
+
+    # -- a step's rows ----------------------------------------------------------------------
+    def pull(self, ids_per_table: Sequence) -> Pulled:
+        """The rows the ids touch. To each stack's ps goes one tensor, the int32 rows of the stack
+        that every table's ids hit; one ResourceGather there sends one tensor of rows back: one
+        message each way per ps, however many tables and ranges."""
+        from tfbench.framework.tf_import import tf
+
+        n = len(self.stacks)
+        positions, stacks, wheres, slots = [], [], [], {}
         for t, ids in enumerate(ids_per_table):
             unique, position = tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))
-            shard, local = self._split(t, unique)
-            pieces = self.tables[t].variables
-            parts = tf.dynamic_partition(local, shard, len(pieces))
-            for j, piece in enumerate(pieces):
-                slots.setdefault(piece.device, []).append(((t, j, piece), parts[j]))
+            stack, row = self._split(t, unique)
+            for s, part in enumerate(tf.dynamic_partition(row, stack, n)):
+                if any(s == h for h, _ in self.holder[t]):
+                    slots.setdefault(s, []).append((t, part))
             positions.append(position)
-            shards.append(shard)
-            wheres.append(tf.dynamic_partition(tf.range(tf.size(unique)), shard, len(pieces)))
-        fetched = [[None] * len(table.variables) for table in self.tables]
+            stacks.append(stack)
+            wheres.append(tf.dynamic_partition(tf.range(tf.size(unique)), stack, n))
+        fetched: List[Dict[int, object]] = [{} for _ in self.tables]
         on_ps = []
-        for device, slot in slots.items():
-            held, parts = [r for r, _ in slot], [p for _, p in slot]
-            sizes = tf.stack([tf.size(part) for part in parts])
-            message = tf.concat([*parts, sizes], 0)  # int32: a range holds < 2**31 rows
-            with tf.device(device):
-                sizes_there = message[-len(parts):]
-                there = tf.split(message[:-len(parts)], sizes_there, num=len(parts))
-                rows = tf.concat([tf.raw_ops.ResourceGather(resource=piece.handle, indices=part, dtype=piece.dtype)
-                                  for (_, _, piece), part in zip(held, there)], 0)
-            for (t, j, _), got in zip(held, tf.split(rows, sizes, num=len(parts))):
-                fetched[t][j] = got
-            on_ps.append(OnPs(device, held, sizes_there, there))
-        rows = [tf.dynamic_stitch(where, got) for where, got in zip(wheres, fetched)]
-        return Pulled(rows, positions, shards, on_ps)
+        for s, slot in sorted(slots.items()):
+            stack, held, parts = self.stacks[s], [t for t, _ in slot], [p for _, p in slot]
+            message = tf.concat(parts, 0)
+            with tf.device(stack.device):
+                there = tf.identity(message)
+                rows = tf.raw_ops.ResourceGather(resource=stack.variable.handle, indices=there,
+                                                 dtype=stack.variable.dtype)
+            for t, got in zip(held, tf.split(rows, [tf.size(p) for p in parts], num=len(parts))):
+                fetched[t][s] = got
+            on_ps.append(OnPs(s, held, there))
+        rows = [tf.dynamic_stitch([where[s] for s in got], list(got.values()))
+                for where, got in zip(wheres, fetched)]
+        return Pulled(rows, positions, stacks, on_ps)
 
     def push(self, pulled: Pulled, row_grads: Sequence, learning_rate: float, after) -> list:
         """Each table's SGD step on the rows this rank touched: -lr x gradient, scatter-added on the
         ps that holds each row (ResourceScatterAdd). To each ps goes one tensor of updates, made once
         `after` (a scalar, an exact 0) exists (sent beside the all-reduce, they slowed its ring more
-        than they gained); the indices and their counts are the pull's, already there."""
+        than they gained); the indices are the pull's, already there."""
         from tfbench.framework.tf_import import tf
 
-        steps = [tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), shard, len(table.variables))
-                 for table, shard, grad in zip(self.tables, pulled.shards, row_grads)]
+        n = len(self.stacks)
+        steps = [tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), stack, n)
+                 for stack, grad in zip(pulled.stacks, row_grads)]
         ops = []
         for ps in pulled.on_ps:
-            updates = tf.concat([steps[t][j] for t, j, _ in ps.ranges], 0)
+            stack = self.stacks[ps.stack]
+            updates = tf.concat([steps[t][ps.stack] for t in ps.tables], 0)
             updates += tf.cast(after, updates.dtype)
-            with tf.device(ps.device):
-                for (_, _, piece), part, step in zip(ps.ranges, ps.indices, tf.split(updates, ps.sizes,
-                                                                                     num=len(ps.ranges))):
-                    ops.append(tf.raw_ops.ResourceScatterAdd(resource=piece.handle, indices=part, updates=step))
+            with tf.device(stack.device):
+                ops.append(tf.raw_ops.ResourceScatterAdd(resource=stack.variable.handle, indices=ps.indices,
+                                                         updates=updates))
         return ops
 
     def _split(self, t: int, ids):
-        """(range index, row within the range) of each id of table t."""
+        """(stack index, row within the stack) of each id of table t."""
         from tfbench.framework.tf_import import tf
 
         starts = tf.constant(self.offsets[t], ids.dtype)
-        shard = tf.searchsorted(starts, ids, side="right", out_type=tf.int32) - 1
-        return shard, tf.cast(ids - tf.gather(starts, shard), tf.int32)  # a range holds < 2**31 rows
+        j = tf.searchsorted(starts, ids, side="right", out_type=tf.int32) - 1
+        stack = tf.gather(tf.constant([s for s, _ in self.holder[t]], tf.int32), j)
+        first = tf.gather(tf.constant([row for _, row in self.holder[t]], tf.int32), j)
+        return stack, first + tf.cast(ids - tf.gather(starts, j), tf.int32)  # a stack holds < 2**31 rows
 
     def feed(self, layers, pulled: Pulled) -> None:
         """Every Embedding layer of the model (in table order) reads its table's pulled rows in the
@@ -188,7 +231,15 @@ class PsTables:
         return call
 
     def whole(self, t: int):
-        """Table t's rows in order, read from the ps (numpy)."""
+        """Table t's rows in order, read from the stacks on the ps (numpy)."""
         import numpy as np
 
-        return np.concatenate([piece.numpy() for piece in self.tables[t].variables])
+        from tfbench.framework.tf_import import tf
+
+        parts = []
+        for piece, (s, first) in zip(self.tables[t].variables, self.holder[t]):
+            stack = self.stacks[s]
+            with tf.device(stack.device):
+                parts.append(tf.raw_ops.ResourceGather(resource=stack.variable.handle, dtype=stack.variable.dtype,
+                                                       indices=tf.range(first, first + int(piece.shape[0]))).numpy())
+        return np.concatenate(parts)
