@@ -118,8 +118,9 @@ SCENARIOS: Dict[str, Scenario] = {
     # test_sparse_paths: Horovod all-reducing the tables' gradients dense
     "dlrm_horovod_dense": Scenario(HOROVOD2 + ("--horovod_sparse_as_dense",), base=DLRM),
     # test_hybrid, test_aggregation: the tables' row ranges on 2 ps, rows pulled and pushed by 2 Horovod ranks
-    # that all-reduce the dense gradients
-    "dlrm_hybrid": Scenario(("--strategy=hybrid", "--num_workers=2", "--num_ps=2"), dump_weights=True, base=DLRM),
+    # that all-reduce the dense gradients; rank 0 evaluates held-out AUC after every step (reading the ps)
+    "dlrm_hybrid": Scenario(("--strategy=hybrid", "--num_workers=2", "--num_ps=2", "--eval_every=1"),
+                            dump_weights=True, base=DLRM),
     # test_hybrid: the same with the compute emulated (a wait of 20 ms once the rows are pulled)
     "dlrm_hybrid_emulated": Scenario(("--strategy=hybrid", "--num_workers=2", "--num_ps=2", "--compute=emulated",
                                       "--compute_ms=20"), base=DLRM),

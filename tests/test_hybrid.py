@@ -4,6 +4,7 @@ devices, the dense all-reduce on the rank), its records against independent coun
 ps serves, the dense bytes), and its weights against a single device (tests/test_aggregation.py);
 bad input is one line, exit 2, before anything is written."""
 import json
+import math
 
 import pytest
 
@@ -122,6 +123,17 @@ def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced
         if config["compute"] == "emulated":  # the wait is the step's compute part, which a sleep never cuts short
             assert rank["hybrid_split_ms"]["compute"] >= config["compute_ms"]
     assert "step split, ms per step of each rank (tables on the ps)" in launched.out
+
+
+@pytest.mark.slow
+def test_rank_0_evaluates_on_the_tables_the_ps_hold(clusters):
+    """Held-out evaluation runs outside the step: each Embedding layer pulls its own rows there."""
+    launched = clusters["dlrm_hybrid"]
+    first, second = workers(launched)
+    points = first["convergence"]["points"]
+    assert len(points) == 1 + launched.config["num_steps"]  # the measured window's start, then every step
+    assert all(0.0 <= p["auc"] <= 1.0 and math.isfinite(p["loss"]) for p in points)
+    assert "convergence" not in second or not second["convergence"]
 
 
 @pytest.mark.slow

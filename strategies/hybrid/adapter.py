@@ -60,6 +60,7 @@ class HybridAdapter(HorovodAdapter):
         self.tables.stack()
         self.dense = dense_variables(self.model)
         self.table_layers = [layer for layer in self.model.submodules if isinstance(layer, keras.layers.Embedding)]
+        self.tables.serve(self.table_layers)
         with self.scope():
             self.optimizer = steps.optimizer(self.config)  # an SGD (--optimizer): the rows' step is the same
             if self.config.mode == "train":

@@ -73,9 +73,9 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
             pulled, rows = None, []
             if has_tables:
                 ids = [x + gate(t0, x.dtype) for x in workload.table_ids(features)]  # the pulls start after t0
-                pulled = tables.pull(ids)
-                tables.feed(table_layers, pulled)
-                rows = pulled.rows
+                pulled = tables.pull(dict(enumerate(ids)))
+                tables.feed(pulled)
+                rows = list(pulled.rows.values())
             t_pull = after(rows, tf) if rows else t0
             if not train:
                 value = (emulated.pulled_gradients(config, features, [], rows)[0] if config.emulated_compute

@@ -36,12 +36,12 @@ class OnPs(NamedTuple):
 
 
 class Pulled(NamedTuple):
-    """A step's pull: per table, its rows (one per unique id), each id's position in them and the
-    stack that holds each row; per stack, what its ps received."""
+    """A pull: per table asked ({table: ...}, in the order asked), its rows (one per unique id),
+    each id's position in them and the stack that holds each row; per stack, what its ps received."""
 
-    rows: list
-    positions: list
-    stacks: list
+    rows: dict
+    positions: dict
+    stacks: dict
     on_ps: List[OnPs]
 
 
@@ -151,24 +151,23 @@ class PsTables:
             self.stacks.append(Stack(ps_device(k), variable))
 
     # -- a step's rows ----------------------------------------------------------------------
-    def pull(self, ids_per_table: Sequence) -> Pulled:
-        """The rows the ids touch. To each stack's ps goes one tensor, the int32 rows of the stack
-        that every table's ids hit; one ResourceGather there sends one tensor of rows back: one
-        message each way per ps, however many tables and ranges."""
+    def pull(self, ids_per_table: Dict[int, object]) -> Pulled:
+        """The rows the ids ({table: ids}) touch. To each stack's ps goes one tensor, the int32 rows
+        of the stack that every table's ids hit; one ResourceGather there sends one tensor of rows
+        back: one message each way per ps, however many tables and ranges."""
         from tfbench.framework.tf_import import tf
 
         n = len(self.stacks)
-        positions, stacks, wheres, slots = [], [], [], {}
-        for t, ids in enumerate(ids_per_table):
+        positions, stacks, wheres, slots = {}, {}, {}, {}
+        for t, ids in ids_per_table.items():
             unique, position = tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))
             stack, row = self._split(t, unique)
             for s, part in enumerate(tf.dynamic_partition(row, stack, n)):
                 if any(s == h for h, _ in self.holder[t]):
                     slots.setdefault(s, []).append((t, part))
-            positions.append(position)
-            stacks.append(stack)
-            wheres.append(tf.dynamic_partition(tf.range(tf.size(unique)), stack, n))
-        fetched: List[Dict[int, object]] = [{} for _ in self.tables]
+            positions[t], stacks[t] = position, stack
+            wheres[t] = tf.dynamic_partition(tf.range(tf.size(unique)), stack, n)
+        fetched: Dict[int, Dict[int, object]] = {t: {} for t in ids_per_table}
         on_ps = []
         for s, slot in sorted(slots.items()):
             stack, held, parts = self.stacks[s], [t for t, _ in slot], [p for _, p in slot]
@@ -180,8 +179,7 @@ class PsTables:
             for t, got in zip(held, tf.split(rows, [tf.size(p) for p in parts], num=len(parts))):
                 fetched[t][s] = got
             on_ps.append(OnPs(s, held, there))
-        rows = [tf.dynamic_stitch([where[s] for s in got], list(got.values()))
-                for where, got in zip(wheres, fetched)]
+        rows = {t: tf.dynamic_stitch([wheres[t][s] for s in got], list(got.values())) for t, got in fetched.items()}
         return Pulled(rows, positions, stacks, on_ps)
 
     def push(self, pulled: Pulled, row_grads: Sequence, learning_rate: float, after) -> list:
@@ -192,8 +190,8 @@ class PsTables:
         from tfbench.framework.tf_import import tf
 
         n = len(self.stacks)
-        steps = [tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), stack, n)
-                 for stack, grad in zip(pulled.stacks, row_grads)]
+        steps = {t: tf.dynamic_partition(grad * tf.constant(-learning_rate, grad.dtype), stack, n)
+                 for (t, stack), grad in zip(pulled.stacks.items(), row_grads)}
         ops = []
         for ps in pulled.on_ps:
             stack = self.stacks[ps.stack]
@@ -214,18 +212,25 @@ class PsTables:
         first = tf.gather(tf.constant([row for _, row in self.holder[t]], tf.int32), j)
         return stack, first + tf.cast(ids - tf.gather(starts, j), tf.int32)  # a stack holds < 2**31 rows
 
-    def feed(self, layers, pulled: Pulled) -> None:
-        """Every Embedding layer of the model (in table order) reads its table's pulled rows in the
-        step being traced instead of looking them up itself."""
-        self.current = dict(enumerate(zip(pulled.rows, pulled.positions)))
+    def serve(self, layers) -> None:
+        """Every Embedding layer of the model (in table order) reads its rows through the stacks
+        instead of its ShardedVariable: in the step being traced, the rows its pull brought (feed);
+        in any other graph (held-out evaluation), a pull of its own ids."""
         for t, layer in enumerate(layers):
             layer.call = self._reader(t, layer.output_dim)
+
+    def feed(self, pulled: Pulled) -> None:
+        """The pulled rows that the layers read in the step being traced."""
+        self.current = {t: (pulled.rows[t], pulled.positions[t]) for t in pulled.rows}
 
     def _reader(self, t: int, dim: int):
         from tfbench.framework.tf_import import tf
 
         def call(inputs):
-            rows, position = self.current[t]
+            rows, position = self.current.get(t, (None, None))
+            if getattr(rows, "graph", None) is not tf.compat.v1.get_default_graph():
+                pulled = self.pull({t: inputs})
+                rows, position = pulled.rows[t], pulled.positions[t]
             return tf.reshape(tf.gather(rows, position), [-1, *inputs.shape[1:], dim])
 
         return call
