@@ -114,7 +114,7 @@ def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced
         # the dense gradients in one grouped all-reduce, the wait for every push a one-value one
         assert graph["collectives"]["HorovodAllreduce"] == [[[1]]]
         asked = rank["placement"]["requested_op_devices"]
-        assert asked.get("ps:0/CPU:0", 0) >= 2 and asked.get("ps:1/CPU:0", 0) >= 2  # each ps's stack read and updated there
+        assert asked.get("ps:0/CPU:0", 0) >= 2 and asked.get("ps:1/CPU:0", 0) >= 2  # each stack read and updated
         assert rank["tables"].startswith("on the ps") and rank["num_ps"] == 2
         assert rank["allreduce_plan"]["bytes_per_step"] == 4 * rank["workload"]["dense_params"]
         assert set(rank["hybrid_split_ms"]) == {"pull", "compute", "allreduce", "push", "wait", "apply"}
