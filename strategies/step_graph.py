@@ -28,24 +28,27 @@ def graphs(concrete_functions: Iterable) -> List:
     return seen
 
 
+def _job_of(device: str) -> str:
+    """The job a device string names ("unplaced" for none)."""
+    found = _TASK.search(device or "")
+    return found.group(1) if found else "unplaced"
+
+
 def _resource_job(tensor) -> str:
     """The job of the variable a resource tensor is the handle of (a resource op runs where its resource
     lives, whatever device it asked for): followed through each graph's captures to the handle itself."""
     while True:
         outer = next((external for external, internal in tensor.graph.captures if internal is tensor), None)
         if outer is None:
-            job = _TASK.search(tensor.op.device or "")
-            return job.group(1) if job else "unplaced"
+            return _job_of(tensor.op.device)
         if not hasattr(outer, "graph"):  # the variable's own (eager) handle
-            job = _TASK.search(getattr(outer, "device", "") or "")
-            return job.group(1) if job else "unplaced"
+            return _job_of(getattr(outer, "device", ""))
         tensor = outer
 
 
 def _job(op) -> str:
-    job = _TASK.search(op.device or "")
-    if job:
-        return job.group(1)
+    if _TASK.search(op.device or ""):
+        return _job_of(op.device)
     resource = next((t for t in op.inputs if t.dtype.name == "resource"), None)
     return _resource_job(resource) if resource is not None else "unplaced"
 

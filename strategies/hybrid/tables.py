@@ -162,8 +162,9 @@ class PsTables:
         for t, ids in ids_per_table.items():
             unique, position = tf.unique(tf.reshape(tf.cast(ids, tf.int64), [-1]))
             stack, row = self._split(t, unique)
+            holding = {h for h, _ in self.holder[t]}
             for s, part in enumerate(tf.dynamic_partition(row, stack, n)):
-                if any(s == h for h, _ in self.holder[t]):
+                if s in holding:
                     slots.setdefault(s, []).append((t, part))
             positions[t], stacks[t] = position, stack
             wheres[t] = tf.dynamic_partition(tf.range(tf.size(unique)), stack, n)
