@@ -1,12 +1,14 @@
 """Staleness of parameter-server updates, measured with a version counter on the ps: asynchronous
 workers apply gradients computed on parameters that others have updated since (staleness > 0
 occurs); synchronous ones never do (0 for every gradient). The runs are the shared `ps_async` and
-`ps_sync` of tests/clusters.py."""
+`ps_sync` of tests/clusters.py. The counter counts an update once its writes are done: the marks it
+waits on, one per ps (strategies.parameter_server.ops.written), traced."""
 import os
 
 import pytest
 
 from strategies.parameter_server import staleness
+from strategies.parameter_server.ops import written
 from tfrun import cluster_record, scalars, task_records
 
 
@@ -15,6 +17,45 @@ def test_summary_per_worker_and_overall():
     assert stats["all"] == {"updates": 5, "max": 2, "mean": 0.8, "histogram": {"0": 2, "1": 2, "2": 1}}
     assert stats["worker_0"]["max"] == 2 and stats["worker_1"]["histogram"] == {"1": 2}
     assert staleness.summary([]) == {"updates": 0}
+
+
+class Sharded:
+    """Stands for a ShardedVariable: its shards are `variables`."""
+
+    def __init__(self, parts):
+        self.variables = parts
+
+
+@pytest.mark.slow
+def test_one_mark_per_ps_waits_for_the_writes_of_every_part_there():
+    from tfbench.framework.tf_import import tf
+
+    ps = ["/job:ps/task:0/device:CPU:0", "/job:ps/task:1/device:CPU:0"]
+    with tf.Graph().as_default():
+        def on(device, name):
+            with tf.device(device):
+                return tf.Variable(tf.zeros([4, 2]), name=name)
+
+        table = Sharded([on(ps[0], "t0"), on(ps[1], "t1")])
+        dense = on(ps[0], "w")
+
+        @tf.function
+        def step():
+            for v in (*table.variables, dense):
+                v.assign_add(tf.ones([4, 2]), read_value=False)
+            with tf.control_dependencies(written([table, dense])):
+                return tf.constant(0)
+
+        graph = step.get_concrete_function().graph
+        marks = [op for op in graph.get_operations() if op.type == "NoOp" and op.device in ps]
+        assert sorted(op.device for op in marks) == ps  # one per ps, where its parts live
+        for mark in marks:
+            shapes = mark.control_inputs
+            assert {op.type for op in shapes} == {"VariableShape"}
+            assert {op.device for op in shapes} == {mark.device}
+            writes = {w.type for op in shapes for w in op.control_inputs}
+            assert writes == {"AssignAddVariableOp"}  # each shape waits for its part's write
+        assert sorted(len(mark.control_inputs) for mark in marks) == [1, 2]  # ps 0: a shard and w
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-from strategies.parameter_server.ops import in_hand, on_this_worker, packed, settled
+from strategies.parameter_server.ops import in_hand, on_this_worker, packed, written
 from tfbench.loop import steps
 
 
@@ -41,8 +41,9 @@ def worker_step(adapter, book=None):
         read = version.read_value()
         with tf.control_dependencies([read]), tf.device(device):  # the counter before the weights
             loss, computed, _ = steps.shaped(config, model, optimizer, images, labels, config.batch_size)
-        loss = settled(loss, variables)  # outside the partial device: outputs name one device
-        with tf.control_dependencies([loss]):
+        # the count after every write, ordered where they run: each other ps tells the counter's
+        # ps, not the worker, which would tell the counter's ps again
+        with tf.control_dependencies(written(variables)):
             applied = version.assign_add(1)
         if clocks is not None:  # the clock after the version: staleness.clock_staleness relies on it
             with tf.control_dependencies([applied]):
