@@ -80,3 +80,27 @@ def test_a_scratch_directory_goes_when_its_supervisor_is_gone_and_stays_while_it
         scratch.close_run(live)
         scratch.close_run(dead)
     assert not os.path.exists(live.scratch)
+
+
+def test_a_reader_finds_an_owner_file_whole_while_it_is_written(tmp_path, monkeypatch):
+    """Every run's start removes what dead runs left, reading the other runs' owner files; a file
+    read while its run writes it must be whole, or a live run is taken for a dead one and its tasks
+    stopped (two runs started at once). Written again over a whole one, a reader finds the old one
+    throughout, and no partial file stays."""
+    from cluster.net import ownership
+
+    path = str(tmp_path / "run-key.json")
+    ownership.write(path, "first")
+    seen, dump = [], ownership.json.dump
+
+    def dump_and_look(record, f, **kwargs):
+        seen.append(ownership.read(path))
+        dump(record, f, **kwargs)
+        f.flush()
+        seen.append(ownership.read(path))
+
+    monkeypatch.setattr(ownership.json, "dump", dump_and_look)
+    ownership.write(path, "second")
+    assert [s["run_dir"] for s in seen] == ["first", "first"]
+    assert ownership.read(path)["run_dir"] == "second" and ownership.alive(ownership.read(path))
+    assert os.listdir(tmp_path) == ["run-key.json"]

@@ -8,16 +8,22 @@ not the owner.
 from __future__ import annotations
 
 import json
+import os
 from typing import Optional
 
 import psutil
 
 
 def write(path: str, run_dir: str) -> None:
-    """Records this process as the owner, in the file at `path`."""
+    """Records this process as the owner, in the file at `path`: written beside it and renamed
+    into place, so that another run's cleanup reading it meanwhile finds the whole file or none,
+    never an empty one (which names no live owner: the cleanup took the run for a dead one's and
+    stopped its tasks)."""
     me = psutil.Process()
-    with open(path, "w", encoding="utf-8") as f:
+    partial = f"{path}.{me.pid}.partial"
+    with open(partial, "w", encoding="utf-8") as f:
         json.dump({"pid": me.pid, "create_time": me.create_time(), "run_dir": run_dir}, f)
+    os.replace(partial, path)
 
 
 def read(path: str) -> Optional[dict]:
