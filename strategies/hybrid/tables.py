@@ -210,8 +210,8 @@ class PsTables:
         starts = tf.constant(self.offsets[t], ids.dtype)
         j = tf.searchsorted(starts, ids, side="right", out_type=tf.int32) - 1
         stack = tf.gather(tf.constant([s for s, _ in self.holder[t]], tf.int32), j)
-        first = tf.gather(tf.constant([row for _, row in self.holder[t]], tf.int32), j)
-        return stack, first + tf.cast(ids - tf.gather(starts, j), tf.int32)  # a stack holds < 2**31 rows
+        shift = tf.constant([first - start for (_, first), start in zip(self.holder[t], self.offsets[t])], ids.dtype)
+        return stack, tf.cast(ids + tf.gather(shift, j), tf.int32)  # a stack holds < 2**31 rows
 
     def serve(self, layers) -> None:
         """Every Embedding layer of the model (in table order) reads its rows through the stacks
