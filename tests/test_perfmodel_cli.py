@@ -167,6 +167,7 @@ BAD = [
      "too small for inception_v3"),
     (["published", "--format=xml"], "--format='xml' is unknown"),
     (["published", "--point_rule=lucky"], "--point_rule='lucky' is unknown"),
+    (["published", "--table=mine"], "--table='mine' is unknown"),
     (["cluster", "x.csv", "--link_ceiling=fast"], "--link_ceiling='fast' is not a rate"),
     (["cluster"], "give one CSV file"),
     (["cluster", "/no/such.csv"], "cannot read it"),

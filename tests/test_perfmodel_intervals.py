@@ -17,6 +17,7 @@ from tfbench.perfmodel.dense import shards
 from tfbench.perfmodel.fitting import synthetic
 from tfbench.perfmodel.fitting import fit as fit_lib
 from tfbench.perfmodel.fitting import params as params_lib
+from tfbench.perfmodel.fitting import nofit
 from tfbench.perfmodel.fitting import spread as spread_lib
 from tfbench.perfmodel.intervals import Interval
 
@@ -142,6 +143,22 @@ def test_network_bound_points_pin_beta_and_a_given_beta_is_kept():
     assert prof.interval(big).point == pytest.approx(big.images_per_sec, rel=0.05)
     given = clusterspread.profile(cluster, fitted, ceiling=2e7, beta=2e7)
     assert given.given and given.betas == (2e7,) and given.fits[0].phi == pytest.approx(0.1, abs=5e-3)
+
+
+def test_a_fit_with_no_degree_of_freedom_carries_a_new_runs_scatter_not_nothing():
+    """Two points that communicate fit phi and m exactly: their scatter is unknown, and the
+    intervals carry a run's scatter by the no-fit rule, at the interval level, saying so."""
+    cluster = _cluster()
+    truth = clusterfit.Params(per_image_s=0.02, beta=3e8, phi=0.1)
+    prof = clusterspread.profile(cluster, _points(cluster, truth, (1, 2, 4)), ceiling=1.25e9)
+    assert prof.dof == 0
+    big = _points(cluster, truth, (64,))[0]
+    rates, found = prof.rates(big), prof.interval(big)
+    assert (found.low, found.high) == pytest.approx((rates.min() / nofit.SCATTER_FACTOR,
+                                                     rates.max() * nofit.SCATTER_FACTOR))
+    assert found.level == intervals.LEVEL and f"a new run's scatter {nofit.SCATTER:.1%}" in found.basis
+    more = clusterspread.profile(cluster, _points(cluster, truth, (1, 2, 4, 8, 16)), ceiling=1.25e9)
+    assert more.dof == 2 and "the fitted points' scatter (4 points)" in more.interval(big).basis
 
 
 def test_one_more_point_where_beta_binds_narrows_the_intervals_most():

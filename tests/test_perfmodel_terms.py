@@ -178,6 +178,18 @@ def test_published_tables_are_shipped_with_their_source():
     assert all(q.devices_per_node == 8 for q in clusters["p2.8xlarge"])
 
 
+def test_tensorflows_k80_table_is_shipped_with_its_source_and_each_curves_workload():
+    doc, clusters = published.load_published(published.TABLES["tensorflow_k80"])
+    assert "tensorflow/docs_src/performance/benchmarks.md" in doc["source"] and "May 2017" in doc["source"]
+    assert len(clusters) == 5 and all(len(points) == 5 for points in clusters.values())
+    assert published.workload(doc, "k80_resnet152_b32") == {"model": "resnet152", "image_size": 224,
+                                                            "num_classes": 1000, "batch_size": 32}
+    r152 = {q.gpus: q for q in clusters["k80_resnet152_b32"]}
+    assert (r152[64].num_ps, r152[64].images_per_sec, r152[64].batch_size) == (4, 981.0, 32)
+    assert all(q.devices_per_node == 8 and q.mode == "distributed_replicated"
+               for points in clusters.values() for q in points)
+
+
 def test_user_csv_is_read_and_bad_rows_are_one_line(tmp_path):
     good = tmp_path / "mine.csv"
     good.write_text("workers,gpus_per_node,images_per_sec,num_ps\n1,4,100,1\n8,4,700,2\n")

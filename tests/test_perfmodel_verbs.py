@@ -126,6 +126,19 @@ def test_published_prints_the_fit_and_the_no_fit_path_side_by_side():
     assert "coverage = " in closing and "no fit (compute from the smallest point, the nominal link" in closing
 
 
+def test_published_takes_tensorflows_k80_table_and_ranges_every_point_both_ways():
+    """Five curves of three models, each fitted on 1-16 GPUs (two points that communicate: no
+    degree of freedom) and held out at 32 and 64: no interval of zero width, fitted or not."""
+    rows = rows_of(model_cli("published", "--table=tensorflow_k80", "--format=json"))
+    assert {r["cluster"] for r in rows} == {"k80_inception_v3_b64", "k80_resnet50_b64", "k80_resnet152_b32",
+                                            "k80_inception_v3_b32", "k80_resnet50_b32"}
+    assert sorted({r["gpus"] for r in rows if r["role"] == "held out"}) == [32, 64]
+    for r in rows:
+        fit, unfitted = interval(r["predicted_images_per_sec"]), interval(r["nofit_images_per_sec"])
+        assert fit.low < fit.point < fit.high and unfitted.low < unfitted.high, r
+        assert "a new run's scatter" in fit.basis
+
+
 def test_the_csv_path_and_the_published_path_agree_on_the_same_points():
     """The shipped example CSV is p2.xlarge up to 16 GPUs: `cluster` on it and `published` fit the
     same points the same way, and predict them alike, with and without the fit."""

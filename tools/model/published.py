@@ -75,6 +75,9 @@ def define_flags() -> None:
             flags.DEFINE_string(name, default, text)
     flags.DEFINE_string("link_ceiling", "100gbe", "cluster: the nodes' link class or line rate, the most beta can be "
                         "(a class or rate, as --link_bandwidth).")
+    flags.DEFINE_string("table", published.TABLE, f"published: the shipped table to fit and predict, one of "
+                        f"{', '.join(published.TABLES)} (tfbench/perfmodel/curves/published.py says where each comes "
+                        "from).")
     flags.DEFINE_string("point_rule", clusterspread.POINT_RULE, f"How a prediction's point is made from the betas the "
                         f"points allow: one of {', '.join(clusterspread.RULES)} (center: tfbench's rule; the others "
                         "to compare).")
@@ -94,7 +97,7 @@ def define_flags() -> None:
 
 
 def help_groups():
-    return [("Fit", ["fit_up_to", "link_bandwidth", "link_ceiling", "point_rule", "fabric_capacity",
+    return [("Fit", ["table", "fit_up_to", "link_bandwidth", "link_ceiling", "point_rule", "fabric_capacity",
                      "intra_node_link"]),
             ("Cluster CSV", ["model", "strategy", "batch_size", "image_size", "num_classes", "num_workers", "num_ps",
                              "ps_on_every_node"]),
@@ -117,7 +120,8 @@ def _params_lines(name: str, prof: clusterspread.Profile, fitted: Sequence[clust
             f"{name}: non-overlapped share of compute and communication phi = {min(f.phi for f in prof.fits):.3f}-"
             f"{max(f.phi for f in prof.fits):.3f}, per-message cost m = {min(f.per_message_s for f in prof.fits) * 1e6:.2f}-"
             f"{max(f.per_message_s for f in prof.fits) * 1e6:.2f} us over those betas, fitted on the points with {runs} "
-            f"GPUs; the fitted points' scatter {prof.scatter(prof.best):.1%} ({prof.dof} degrees of freedom)"]
+            f"GPUs; " + (f"the fitted points' scatter {prof.scatter(prof.best):.1%} ({prof.dof} degrees of freedom)"
+                         if prof.dof > 0 else f"the intervals carry {prof.scatter_text}")]
 
 
 def _row(name: str, prof: clusterspread.Profile, q: clusterfit.Point, role: str, nf: clusternofit.NoFit) -> dict:
@@ -194,24 +198,34 @@ def emit(rows: List[dict], facts: List[str], closing: List[str], prices: cost.Pr
         print("\n".join(closing), file=sys.stdout if FLAGS.format == "table" else sys.stderr)
 
 
+def _model_line(model: str, cluster: clusterfit.Cluster) -> str:
+    big = cluster.placement(1, "parameter_server").largest.variable
+    return (f"{model}: |w| = {cluster.w / 1e6:.2f} MB in {len(cluster.trainable)} trainable variables "
+            f"({len(cluster.variables)} in all), counted from tf_keras.applications; the largest, {big.name} "
+            f"{list(big.shape)}, is {big.nbytes / 1e6:.2f} MB")
+
+
 def published_main(argv) -> int:
     try:
         if len(argv) > 1:
             raise ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+        if FLAGS.table not in published.TABLES:
+            raise ConfigError(f"--table={FLAGS.table!r} is unknown; choose one of {', '.join(published.TABLES)}")
         fabric = _check_common()
         prices = pricing.prices()
-        doc, clusters = published.load_published()
-        cluster = _cluster(doc["model"], doc["image_size"], doc["num_classes"])
+        doc, clusters = published.load_published(published.TABLES[FLAGS.table])
     except (ConfigError, OSError, ValueError) as e:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
-    big = cluster.placement(1, "parameter_server").largest.variable
-    facts = [f"source: {doc['source']}", f"setting: {doc['setting']}",
-             f"{doc['model']}: |w| = {cluster.w / 1e6:.2f} MB in {len(cluster.trainable)} trainable variables "
-             f"({len(cluster.variables)} in all), counted from tf_keras.applications; the largest, {big.name} "
-             f"{list(big.shape)}, is {big.nbytes / 1e6:.2f} MB"]
+    facts = [f"source: {doc['source']}", f"setting: {doc['setting']}"]
+    models = {}
     rows = []
     for name, points in clusters.items():
+        w = published.workload(doc, name)
+        if w["model"] not in models:
+            models[w["model"]] = _cluster(w["model"], w["image_size"], w["num_classes"])
+            facts.append(_model_line(w["model"], models[w["model"]]))
+        cluster = models[w["model"]]
         fitted = [q for q in points if q.gpus <= FLAGS.fit_up_to]
         line_rate = doc["clusters"][name]
         prof = clusterspread.profile(cluster, fitted, line_rate["line_rate_bps"] / 8, fabric=fabric,

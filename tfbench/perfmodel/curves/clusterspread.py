@@ -12,8 +12,10 @@ network-bound points pin beta on both sides.
 
 A prediction's interval: at every beta of the range its rate times exp(+-t s), s = the fitted
 points' scatter at that beta, sqrt(RSS / (n - 2)) (phi and m fitted), t Student t's quantile of the
-level with n - 2 degrees of freedom; the interval spans them all. With n <= 2 there is no scatter
-and the interval is the range alone.
+level with n - 2 degrees of freedom; the interval spans them all. With n <= 2 the fit has no
+degrees of freedom to measure its own scatter, and a prediction is still of a run: each rate then
+moves by a new run's scatter as tfbench's own fits found it (tfbench.perfmodel.fitting.nofit, the
+rule a prediction with no fit follows), never by nothing.
 
 The point (POINT_RULE, fixed before any held-out point was looked at): the geometric middle of the
 lowest and highest rates the range predicts (intervals.center), the prediction whose largest
@@ -33,6 +35,7 @@ import numpy as np
 from tfbench.perfmodel import intervals
 from tfbench.perfmodel.dense import terms
 from tfbench.perfmodel.curves.clusterfit import BETA_GRID, Cluster, Params, Point, base_params, refit
+from tfbench.perfmodel.fitting import nofit
 
 POINT_RULE = "center"
 RULES = ("center", "bound", "best", "ceiling", "beta_middle")
@@ -69,11 +72,13 @@ class Profile:
 
     def interval(self, q: Point, rule: str = POINT_RULE) -> intervals.Interval:
         rates = self.rates(q)
-        t = intervals.t_quantile(self.level, self.dof) if self.dof > 0 else 0.0
-        spread = np.array([t * self.scatter(i) for i in range(len(rates))])
-        level = self.level if spread.any() else None
+        if self.dof > 0:
+            t = intervals.t_quantile(self.level, self.dof)
+            spread = np.array([t * self.scatter(i) for i in range(len(rates))])
+        else:  # no degrees of freedom: a new run's scatter by the no-fit rule
+            spread = np.full(len(rates), math.log(nofit.SCATTER_FACTOR))
         return intervals.Interval(self.point(q, rule, rates)[0], float(np.min(rates * np.exp(-spread))),
-                                  float(np.max(rates * np.exp(spread))), level, self.basis)
+                                  float(np.max(rates * np.exp(spread))), self.level, self.basis)
 
     def point(self, q: Point, rule: str = POINT_RULE, rates: Optional[np.ndarray] = None) -> Tuple[float, Params]:
         """(the predicted rate, the parameters whose parts explain it) by a rule of RULES."""
@@ -92,11 +97,19 @@ class Profile:
         return self.fits[0] if self.given else refit(self.cluster, self.fitted, self.fits[0], beta)[1]
 
     @property
+    def scatter_text(self) -> str:
+        """Whose scatter the intervals carry, in a phrase."""
+        if self.dof > 0:
+            return f"the fitted points' scatter ({self.n} points)"
+        return (f"a new run's scatter {nofit.SCATTER:.1%} as tfbench's fits found it ({self.n} fitted points that "
+                f"communicate leave no degree of freedom for their own)")
+
+    @property
     def basis(self) -> str:
         if self.given:
-            return f"beta given; the fitted points' scatter ({self.n} points)"
+            return f"beta given; {self.scatter_text}"
         return (f"beta {self.betas[0] / 1e6:.4g}-{self.betas[-1] / 1e6:.4g} MB/s (profile likelihood up to the "
-                f"line rate {self.ceiling / 1e6:.4g} MB/s) and the fitted points' scatter ({self.n} points)")
+                f"line rate {self.ceiling / 1e6:.4g} MB/s) and {self.scatter_text}")
 
 
 def profile(cluster: Cluster, points: Sequence[Point], ceiling: float, beta: Optional[float] = None,

@@ -1,8 +1,15 @@
 """Published scaling curves shipped with tfbench (tfbench/perfmodel/data/), read into points the
 cluster fit (tfbench.perfmodel.curves.clusterfit) takes, and the user's own curve from a CSV.
 
-published_inception_v3.json: tf_cnn_benchmarks, InceptionV3 on Piz Daint, p2.xlarge and
-p2.8xlarge (its `source` and `setting` fields say where the numbers come from). A user's CSV has
+Each table (TABLES) is a document whose `source` and `setting` fields say where its numbers come
+from, with one curve per cluster; a curve may name its own model, image_size, num_classes and
+batch_size (the document's otherwise):
+- inception_v3 (published_inception_v3.json): tf_cnn_benchmarks, InceptionV3 on Piz Daint,
+  p2.xlarge and p2.8xlarge (an ETH Zurich / CSCS report);
+- tensorflow_k80 (published_tensorflow_k80.json): TensorFlow's own benchmarks, InceptionV3,
+  ResNet-50 and ResNet-152 on up to 8 p2.8xlarge instances (64 K80 GPUs), shipped after tfbench's
+  rules were fixed: no rule was chosen by looking at it.
+A user's CSV has
 a header row and one row per measured point: workers (GPUs, replicas), gpus_per_node,
 images_per_sec, and optionally num_ps (0 or absent: one), strategy (parameter_server,
 distributed_replicated, tfbench_ps or allreduce; default: the command's --strategy) and
@@ -18,8 +25,18 @@ from typing import Dict, List, Tuple
 from tfbench.perfmodel.curves.clusterfit import MODES, Point
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")  # tfbench/perfmodel/data
-PUBLISHED = os.path.join(DATA, "published_inception_v3.json")
+TABLES = {"inception_v3": os.path.join(DATA, "published_inception_v3.json"),
+          "tensorflow_k80": os.path.join(DATA, "published_tensorflow_k80.json")}
+TABLE = "inception_v3"  # `published`'s default
+PUBLISHED = TABLES[TABLE]
 FIT_UP_TO = 16  # GPUs: the points fitted on; the larger ones are predicted
+WORKLOAD = ("model", "image_size", "num_classes", "batch_size")  # a curve's own, or the document's
+
+
+def workload(doc: dict, name: str) -> Dict:
+    """{model, image_size, num_classes, batch_size} of one curve of a document."""
+    curve = doc["clusters"][name]
+    return {key: curve.get(key, doc[key]) for key in WORKLOAD}
 
 
 def load_published(path: str = PUBLISHED) -> Tuple[dict, Dict[str, List[Point]]]:
@@ -28,8 +45,9 @@ def load_published(path: str = PUBLISHED) -> Tuple[dict, Dict[str, List[Point]]]
         doc = json.load(f)
     clusters = {}
     for name, c in doc["clusters"].items():
+        batch = int(workload(doc, name)["batch_size"])
         clusters[name] = [Point(gpus=int(g), devices_per_node=int(c["devices_per_node"]), num_ps=int(k), mode=mode,
-                                images_per_sec=float(rate), batch_size=int(doc["batch_size"]))
+                                images_per_sec=float(rate), batch_size=batch)
                           for g, k, mode, rate in c["points"]]
     return doc, clusters
 
