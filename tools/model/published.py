@@ -1,9 +1,10 @@
 """python -m tools.model published | cluster FILE.csv: a measured scaling curve, fitted on its
 small points and predicted at its large ones, every prediction with its interval.
 
-  published  the tf_cnn_benchmarks InceptionV3 tables shipped with tfbench (Piz Daint, p2.xlarge,
-             p2.8xlarge; tfbench/perfmodel/data/published_inception_v3.json names the source and
-             each cluster's line rate): fits each cluster on its points with at most 16 GPUs,
+  published  a table shipped with tfbench (--table: inception_v3, tf_cnn_benchmarks on Piz Daint,
+             p2.xlarge and p2.8xlarge; tensorflow_k80, TensorFlow's own K80 benchmarks of three
+             models; each file in tfbench/perfmodel/data/ names its source and line rates): fits
+             each cluster on its points with at most 16 GPUs,
              predicts 32, 64 and 128, and prints measured, predicted [90% interval], error and
              bottleneck per point, then `median abs error = X%` and
              `coverage = X% of held-out points inside their 90% interval, median width Y%`.
