@@ -147,7 +147,7 @@ def test_network_bound_points_pin_beta_and_a_given_beta_is_kept():
 
 def test_a_fit_with_no_degree_of_freedom_carries_a_new_runs_scatter_not_nothing():
     """Two points that communicate fit phi and m exactly: their scatter is unknown, and the
-    intervals carry a run's scatter by the no-fit rule, at the interval level, saying so."""
+    intervals carry a run's scatter by the no-fit rule, as a range with no level, saying so."""
     cluster = _cluster()
     truth = clusterfit.Params(per_image_s=0.02, beta=3e8, phi=0.1)
     prof = clusterspread.profile(cluster, _points(cluster, truth, (1, 2, 4)), ceiling=1.25e9)
@@ -156,9 +156,10 @@ def test_a_fit_with_no_degree_of_freedom_carries_a_new_runs_scatter_not_nothing(
     rates, found = prof.rates(big), prof.interval(big)
     assert (found.low, found.high) == pytest.approx((rates.min() / nofit.SCATTER_FACTOR,
                                                      rates.max() * nofit.SCATTER_FACTOR))
-    assert found.level == intervals.LEVEL and f"a new run's scatter {nofit.SCATTER:.1%}" in found.basis
+    assert found.level is None and f"a new run's scatter {nofit.SCATTER:.1%}" in found.basis
     more = clusterspread.profile(cluster, _points(cluster, truth, (1, 2, 4, 8, 16)), ceiling=1.25e9)
     assert more.dof == 2 and "the fitted points' scatter (4 points)" in more.interval(big).basis
+    assert more.interval(big).level == intervals.LEVEL
 
 
 def test_one_more_point_where_beta_binds_narrows_the_intervals_most():

@@ -15,7 +15,8 @@ points' scatter at that beta, sqrt(RSS / (n - 2)) (phi and m fitted), t Student 
 level with n - 2 degrees of freedom; the interval spans them all. With n <= 2 the fit has no
 degrees of freedom to measure its own scatter, and a prediction is still of a run: each rate then
 moves by a new run's scatter as tfbench's own fits found it (tfbench.perfmodel.fitting.nofit, the
-rule a prediction with no fit follows), never by nothing.
+rule a prediction with no fit follows), never by nothing; like the no-fit path's, that interval is
+a range with no level attached (`tools.model calibrate` checks the level of the others).
 
 The point (POINT_RULE, fixed before any held-out point was looked at): the geometric middle of the
 lowest and highest rates the range predicts (intervals.center), the prediction whose largest
@@ -74,11 +75,11 @@ class Profile:
         rates = self.rates(q)
         if self.dof > 0:
             t = intervals.t_quantile(self.level, self.dof)
-            spread = np.array([t * self.scatter(i) for i in range(len(rates))])
-        else:  # no degrees of freedom: a new run's scatter by the no-fit rule
-            spread = np.full(len(rates), math.log(nofit.SCATTER_FACTOR))
+            spread, level = np.array([t * self.scatter(i) for i in range(len(rates))]), self.level
+        else:  # no degrees of freedom: a new run's scatter by the no-fit rule, a range as the no-fit path's
+            spread, level = np.full(len(rates), math.log(nofit.SCATTER_FACTOR)), None
         return intervals.Interval(self.point(q, rule, rates)[0], float(np.min(rates * np.exp(-spread))),
-                                  float(np.max(rates * np.exp(spread))), self.level, self.basis)
+                                  float(np.max(rates * np.exp(spread))), level, self.basis)
 
     def point(self, q: Point, rule: str = POINT_RULE, rates: Optional[np.ndarray] = None) -> Tuple[float, Params]:
         """(the predicted rate, the parameters whose parts explain it) by a rule of RULES."""
