@@ -66,15 +66,35 @@ def _shape(tensor):
         return None
 
 
+def _collectives_before(op, memo: Dict) -> frozenset:
+    """The collective op types among op's ancestors in its graph (inputs and control inputs)."""
+    if op in memo:
+        return memo[op]
+    found, todo, seen = set(), [op], {op}
+    while todo:
+        current = todo.pop()
+        for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+            if parent in seen:
+                continue
+            seen.add(parent)
+            if _COLLECTIVE.search(parent.type):
+                found.add(parent.type)
+            todo.append(parent)
+    memo[op] = frozenset(found)
+    return memo[op]
+
+
 def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
     """{row_ops: {"OpType@job": count}, crossings: {"job->job": tensors sent to a task of the other job},
+    sent_after: {"job->job": {collective OpType: how many of those tensors are made after one}},
     collectives: {OpType: [input shapes]}, table_sized: {OpType: count}} over every graph of
     `concrete_functions`; `tables`: the embedding tables' variables (or shards), whose full shapes no
     float tensor of a step that costs the rows it touches has."""
     sizes = {tuple(t.shape.as_list()) for t in tables}
     row_ops, collectives, table_sized = collections.Counter(), collections.defaultdict(list), collections.Counter()
-    crossed = set()  # (tensor, its job, the task it goes to): each is sent once, whatever reads it there
+    crossed = {}  # (tensor, its job, the task it goes to): each is sent once, whatever reads it there
     for graph in graphs(concrete_functions):
+        memo: Dict = {}
         for op in graph.get_operations():
             if _ROW_OPS.search(op.type):
                 row_ops[f"{op.type}@{_job(op)}"] += 1
@@ -82,13 +102,18 @@ def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
             for t in op.inputs if to else ():
                 source = _task(t.op)
                 if source and source[0] != to[0] and t.dtype.name != "resource":
-                    crossed.add((id(graph), t.name, source[0], to))
+                    crossed[(id(graph), t.name, source[0], to)] = _collectives_before(t.op, memo) | (
+                        {t.op.type} if _COLLECTIVE.search(t.op.type) else set())
             if _COLLECTIVE.search(op.type):
                 collectives[op.type].append([list(s) if s is not None else None
                                              for s in (_shape(t) for t in op.inputs if t.dtype.is_floating)])
             if any(t.dtype.is_floating and _shape(t) in sizes for t in op.outputs):
                 table_sized[op.type] += 1
     crossings = collections.Counter(f"{source}->{to[0]}" for _, _, source, to in crossed)
+    sent_after: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for (_, _, source, to), before in crossed.items():
+        sent_after[f"{source}->{to[0]}"].update(before)
     return {"row_ops": dict(sorted(row_ops.items())), "crossings": dict(sorted(crossings.items())),
+            "sent_after": {k: dict(sorted(v.items())) for k, v in sorted(sent_after.items())},
             "collectives": dict(sorted(collectives.items())),
             "table_sized": dict(sorted(table_sized.items())), "table_shapes": sorted(list(s) for s in sizes)}

@@ -109,15 +109,18 @@ def test_rows_are_read_and_updated_on_the_ps_and_the_dense_gradients_all_reduced
         # tables, 2 messages to a ps and 1 back a step
         job = f"rank{rank['index']}"
         assert graph["crossings"] == {f"{job}->ps": 2 * 2, f"ps->{job}": 1 * 2}
+        # every tensor to the ps leaves after the wait (the one-value all-reduce that opens the step):
+        # the pull's requests of every rank at once; the rows' updates after the dense all-reduce too
+        assert graph["sent_after"][f"{job}->ps"] == {"HorovodAllreduce": 2 * 2, "HorovodGroupedAllreduce": 1 * 2}
         assert not graph["table_sized"]  # no tensor as large as a table's range: the rows it touches only
         assert set(graph["collectives"]) == {"HorovodGroupedAllreduce", "HorovodAllreduce"}
-        # the dense gradients in one grouped all-reduce, the wait for every push a one-value one
+        # the dense gradients in one grouped all-reduce, the wait that opens the step a one-value one
         assert graph["collectives"]["HorovodAllreduce"] == [[[1]]]
         asked = rank["placement"]["requested_op_devices"]
         assert asked.get("ps:0/CPU:0", 0) >= 2 and asked.get("ps:1/CPU:0", 0) >= 2  # each stack read and updated
         assert rank["tables"].startswith("on the ps") and rank["num_ps"] == 2
         assert rank["allreduce_plan"]["bytes_per_step"] == 4 * rank["workload"]["dense_params"]
-        assert set(rank["hybrid_split_ms"]) == {"pull", "compute", "allreduce", "push", "wait", "apply"}
+        assert set(rank["hybrid_split_ms"]) == {"wait", "pull", "compute", "allreduce", "push", "apply"}
         assert 0 < sum(rank["hybrid_split_ms"].values()) <= 1e3 * rank["stats"]["mean_s"]
         assert rank["compute"]["mode"] == config["compute"]
         if config["compute"] == "emulated":  # the wait is the step's compute part, which a sleep never cuts short

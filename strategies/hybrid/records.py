@@ -14,10 +14,11 @@ from tfbench.config import knobs
 from tfbench.measure import comm
 
 NO_TABLES = "none: the model has no embedding tables, so the hybrid is an all-reduce of every gradient (Horovod)"
-SPLIT_DEFINITION = ("each measured step of this rank, from tf.timestamp marks inside it and the host's end: pull "
-                    "(the batch's rows gathered on the ps), compute (forward and backward), allreduce (the dense "
-                    "gradients summed by Horovod, waiting for the slowest rank included), push (the rows' SGD step "
-                    "scatter-added on the ps), wait (until every rank has pushed), apply (the dense update and the "
+SPLIT_DEFINITION = ("each measured step of this rank, from tf.timestamp marks inside it and the host's end: wait "
+                    "(until every rank has started the step, so every rank's last pushes have landed), pull (the "
+                    "batch's rows gathered on the ps, every rank's requests sent as the wait ends), compute (forward "
+                    "and backward), allreduce (the dense gradients summed by Horovod, waiting for the slowest rank "
+                    "included), push (the rows' SGD step scatter-added on the ps), apply (the dense update and the "
                     "result to the host)")
 
 

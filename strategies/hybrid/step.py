@@ -1,13 +1,21 @@
 """The hybrid's traced step and the marks (tf.timestamp, host clock) that split it.
 
 train, in this order on every rank:
-  t0 start | pull: the batch's rows from the ps | t_pull | compute: forward and backward | t1
+  t0 start | wait: a Horovod all-reduce of one value, done once every rank has started this step,
+  so every rank's last pushes have landed and no pull misses a row of the last global step |
+  t_ready | pull: the batch's rows from the ps | t_pull | compute: forward and backward | t1
   | all-reduce: the dense gradients summed over the ranks (Horovod), which also waits for the
   slowest rank's gradients, so every rank has pulled | t2 | push: the rows' SGD step scatter-added
-  on the ps | t3 | wait: a Horovod all-reduce of one value, done once every rank has pushed, so
-  that no rank's next pull misses a row of this global step | t4 | apply: the dense update.
+  on the ps | t3 | apply: the dense update.
 The tables thus get exactly one update per global step, every rank's rows summed, as the
 synchronous parameter server's. forward: t0 | pull | t_pull | the forward pass | t1.
+
+Why the wait comes first: the pull's requests (the rows asked of each ps, made beside the wait)
+leave every rank as the wait ends, all at once. A ps on a rank's host sends the rows that other
+ranks asked for over that host's link, and a request sent once such rows have begun to flow waits
+behind them in the link's queue: with the wait at the end of the step, 2 ranks on 25 Mbit/s links
+sent their requests up to 5 ms apart, and in 2 steps of 3 one rank's request reached the other ps
+20-46 ms late, its pull taking 75-78 ms where the other's took 40.
 
 The order is carried by data, not by control dependencies: Horovod's ops are registered as not
 stateful, and TensorFlow's graph optimiser (Grappler) drops a control edge into a Horovod op and
@@ -20,8 +28,8 @@ import dataclasses
 from typing import List
 
 # The parts of a train step, in order, between its marks (and the host's end of the step).
-PARTS = ("pull", "compute", "allreduce", "push", "wait", "apply")
-MARKS = 6  # t0, t_pull, t1, t2, t3, t4
+PARTS = ("wait", "pull", "compute", "allreduce", "push", "apply")
+MARKS = 6  # t0, t_ready, t_pull, t1, t2, t3
 
 
 def gate(x, dtype):
@@ -48,14 +56,15 @@ class HybridMarks:
     end: float
 
     def split_s(self) -> dict:
-        """Seconds of each part (PARTS); forward steps have pull and compute only."""
+        """Seconds of each part (PARTS); forward steps have pull and compute only (and the host's
+        end as apply)."""
         points = [*self.marks, self.end]
         return {part: max(0.0, b - a) for part, a, b in zip(PARTS, points, points[1:])}
 
 
 def make(adapter, tables, dense_variables: List, table_layers: List):
-    """The traced step of one rank: step(batch) -> (value, marks, done), `done` the wait's output,
-    which the host fetches so that nothing prunes the wait."""
+    """The traced step of one rank: step(batch) -> (value, marks, done), `done` the wait's output
+    (zeros without one), which the host fetches."""
     from tfbench.framework.tf_import import tf
     from tfbench.loop import emulated, steps
 
@@ -70,10 +79,14 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
         features, labels = batch
         with tf.device(device):
             t0 = tf.timestamp()
-            pulled, rows = None, []
+            pulled, rows, done, t_ready = None, [], tf.zeros([1], tf.float64), t0
             if has_tables:
                 ids = [x + gate(t0, x.dtype) for x in workload.table_ids(features)]  # the pulls start after t0
-                pulled = tables.pull(dict(enumerate(ids)))
+                sent = None
+                if train:  # the wait; the pull's requests, made meanwhile, leave once it is done
+                    done = hvd.allreduce(tf.reshape(t0, [1]), op=hvd.Sum, name="rows_pushed")
+                    t_ready, sent = after([done], tf), gate(done, tf.int32)
+                pulled = tables.pull(dict(enumerate(ids)), sent)
                 tables.feed(pulled)
                 rows = list(pulled.rows.values())
             t_pull = after(rows, tf) if rows else t0
@@ -81,7 +94,7 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
                 value = (emulated.pulled_gradients(config, features, [], rows)[0] if config.emulated_compute
                          else steps.forward(model, features))
                 t1 = after([value], tf)
-                return value, tf.stack([t0, t_pull, t1, t1, t1, t1]), tf.zeros([1], tf.float64)
+                return value, tf.stack([t0, t0, t_pull, t1, t1, t1]), done
             if config.emulated_compute:  # a wait once the rows are here, then gradients of their shapes
                 loss, dense_grads, row_grads = emulated.pulled_gradients(config, features, dense_variables, rows)
             else:
@@ -95,15 +108,12 @@ def make(adapter, tables, dense_variables: List, table_layers: List):
             t1 = after(dense_grads + row_grads, tf)
             reduced = hvd.grouped_allreduce(dense_grads, op=hvd.Sum)  # the loss is already over the global batch
             t2 = after(reduced, tf)
-            done = tf.zeros([1], tf.float64)
-            t3 = t4 = t2
-            if has_tables:
+            t3 = t2
+            if has_tables:  # the step returns once its pushes have landed (t3 is an output)
                 pushes = tables.push(pulled, row_grads, config.learning_rate,
                                      gate(reduced[-1], tf.float64) + gate(t2, tf.float64))
                 t3 = after(pushes, tf)
-                done = hvd.allreduce(tf.reshape(t3, [1]), op=hvd.Sum, name="rows_pushed")
-                t4 = after([done], tf)
             optimizer.apply_gradients(zip(reduced, dense_variables))
-            return loss, tf.stack([t0, t_pull, t1, t2, t3, t4]), done
+            return loss, tf.stack([t0, t_ready, t_pull, t1, t2, t3]), done
 
     return step

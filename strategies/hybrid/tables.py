@@ -151,10 +151,11 @@ class PsTables:
             self.stacks.append(Stack(ps_device(k), variable))
 
     # -- a step's rows ----------------------------------------------------------------------
-    def pull(self, ids_per_table: Dict[int, object]) -> Pulled:
+    def pull(self, ids_per_table: Dict[int, object], sent=None) -> Pulled:
         """The rows the ids ({table: ids}) touch. To each stack's ps goes one tensor, the int32 rows
         of the stack that every table's ids hit; one ResourceGather there sends one tensor of rows
-        back: one message each way per ps, however many tables and ranges."""
+        back: one message each way per ps, however many tables and ranges. With `sent` (an int32
+        exact 0), the messages are made at once and leave once it exists."""
         from tfbench.framework.tf_import import tf
 
         n = len(self.stacks)
@@ -172,7 +173,7 @@ class PsTables:
         on_ps = []
         for s, slot in sorted(slots.items()):
             stack, held, parts = self.stacks[s], [t for t, _ in slot], [p for _, p in slot]
-            message = tf.concat(parts, 0)
+            message = tf.concat(parts, 0) if sent is None else tf.concat(parts, 0) + sent
             with tf.device(stack.device):
                 there = tf.identity(message)
                 rows = tf.raw_ops.ResourceGather(resource=stack.variable.handle, indices=there,

@@ -195,7 +195,7 @@ def time_split_line(tasks: List[Dict]) -> Optional[str]:
 
 def rows_and_ring_line(tasks: List[Dict]) -> Optional[str]:
     """The run table's line for ranks whose tables are on the ps: each rank's mean step split
-    (rows pulled, compute, dense all-reduce, rows pushed, the wait for every rank's push, the
+    (the wait for every rank to start it, rows pulled, compute, dense all-reduce, rows pushed, the
     dense update), and the all-reduce's bytes and bus bandwidth."""
     parts = []
     for t in sorted(tasks, key=lambda r: r["index"]):
