@@ -66,22 +66,18 @@ def _shape(tensor):
         return None
 
 
-def _collectives_before(op, memo: Dict) -> frozenset:
-    """The collective op types among op's ancestors in its graph (inputs and control inputs)."""
-    if op in memo:
-        return memo[op]
-    found, todo, seen = set(), [op], {op}
-    while todo:
-        current = todo.pop()
-        for parent in [t.op for t in current.inputs] + list(current.control_inputs):
-            if parent in seen:
-                continue
-            seen.add(parent)
+def _collectives_before(graph) -> Dict:
+    """{op: the collective op types among its ancestors (inputs and control inputs)} of one graph,
+    in one pass: a graph's ops are created after their inputs."""
+    before: Dict = {}
+    for op in graph.get_operations():
+        found = set()
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            found |= before.get(parent, frozenset())
             if _COLLECTIVE.search(parent.type):
                 found.add(parent.type)
-            todo.append(parent)
-    memo[op] = frozenset(found)
-    return memo[op]
+        before[op] = frozenset(found)
+    return before
 
 
 def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
@@ -94,7 +90,7 @@ def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
     row_ops, collectives, table_sized = collections.Counter(), collections.defaultdict(list), collections.Counter()
     crossed = {}  # (tensor, its job, the task it goes to): each is sent once, whatever reads it there
     for graph in graphs(concrete_functions):
-        memo: Dict = {}
+        before = _collectives_before(graph)
         for op in graph.get_operations():
             if _ROW_OPS.search(op.type):
                 row_ops[f"{op.type}@{_job(op)}"] += 1
@@ -102,7 +98,7 @@ def summary(concrete_functions: Iterable, tables: Iterable) -> Dict:
             for t in op.inputs if to else ():
                 source = _task(t.op)
                 if source and source[0] != to[0] and t.dtype.name != "resource":
-                    crossed[(id(graph), t.name, source[0], to)] = _collectives_before(t.op, memo) | (
+                    crossed[(id(graph), t.name, source[0], to)] = before[t.op] | (
                         {t.op.type} if _COLLECTIVE.search(t.op.type) else set())
             if _COLLECTIVE.search(op.type):
                 collectives[op.type].append([list(s) if s is not None else None

@@ -8,7 +8,7 @@ batch_size (the document's otherwise):
   p2.xlarge and p2.8xlarge (an ETH Zurich / CSCS report);
 - tensorflow_k80 (published_tensorflow_k80.json): TensorFlow's own benchmarks, InceptionV3,
   ResNet-50 and ResNet-152 on up to 8 p2.8xlarge instances (64 K80 GPUs), shipped after tfbench's
-  rules were fixed: no rule was chosen by looking at it.
+  rules were fixed, as a blind test of them (docs/performance-model.md says which rule came after).
 A user's CSV has
 a header row and one row per measured point: workers (GPUs, replicas), gpus_per_node,
 images_per_sec, and optionally num_ps (0 or absent: one), strategy (parameter_server,
