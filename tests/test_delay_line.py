@@ -107,8 +107,12 @@ def test_an_unshaped_undelayed_network_is_veth_and_probes_clean():
     with Network() as net:
         assert not net.delayed and kind_of_eth0(net.hosts[0]) == "veth"
         measured = link_probe.probe(net)
+        default = run_in(net.hosts[0].netns, lambda: open("/proc/sys/net/ipv4/tcp_congestion_control",
+                                                          encoding="utf-8").read().strip())
     assert measured["rtt_ms"] < 1.0 and min(measured["throughput_bps"].values()) > 1e9
     assert link_probe.check(measured, 0.0) is None
+    # the algorithm the probe's stream used is the hosts' namespace default, recorded as such
+    assert measured["tcp_congestion_control"] == default != ""
 
 
 def test_jitter_varies_the_delay_but_never_reorders_packets():

@@ -28,6 +28,7 @@ def facts(net: links.Network, link_bandwidth: str) -> dict:
         "measured_rx_bps": measured["throughput_bps"]["backward"],
         **{k: measured[k] for k in ("rtt_ms", "alpha_ms", "beta_bps", "window_limited", "path")},
         "measured_with": measured["measured_with"],
+        "tcp_congestion_control": measured.get("tcp_congestion_control"),
     }
     if not net.shaped:  # validation refuses rates tbf cannot shape: only an empty one is unshaped
         out["note"] = "unshaped: the rate is what veth and the CPU carry"

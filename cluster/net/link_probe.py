@@ -77,6 +77,9 @@ def probe(net) -> dict:
         "window_limited": {way: window_limited(got["bps"], rtt, min(got["send_buffer"], got["recv_buffer"]))
                            for way, got in (("forward", forward), ("backward", backward))},
         "send_buffer_bytes": forward["send_buffer"], "recv_buffer_bytes": forward["recv_buffer"],
+        # the hosts' TCP congestion control, which every connection of the run uses: a namespace takes
+        # its machine's default, and it moves a run's rate (docs/network.md)
+        "tcp_congestion_control": forward["congestion"],
         "measured_with": (f"{samples} 1-byte round trips on one TCP connection (median); one TCP stream "
                           f"each way for {seconds:.2f} s after {skip:.2f} s of start-up, the largest send buffer "
                           f"the kernel grants; messages of "
@@ -256,6 +259,7 @@ def stream(src: Endpoint, dst: Endpoint, seconds: float = STREAM_S, skip_s: floa
         client = _connect(src, server.getsockname(), SEND_BUFFER)
         with client:
             send_buffer = client.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            congestion = client.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0", 1)[0].decode()
             block = memoryview(b"\0" * (256 * 1024))
             end = time.monotonic() + skip_s + seconds + 0.05
             try:
@@ -268,4 +272,5 @@ def stream(src: Endpoint, dst: Endpoint, seconds: float = STREAM_S, skip_s: floa
         server.close()
     if "bps" not in got:
         raise RuntimeError(f"no data arrived from {src[1]} at {dst[1]}")
-    return {"bps": got["bps"], "send_buffer": send_buffer, "recv_buffer": got.get("recv_buffer", send_buffer)}
+    return {"bps": got["bps"], "send_buffer": send_buffer, "recv_buffer": got.get("recv_buffer", send_buffer),
+            "congestion": congestion}
