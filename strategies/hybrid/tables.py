@@ -173,7 +173,9 @@ class PsTables:
         on_ps = []
         for s, slot in sorted(slots.items()):
             stack, held, parts = self.stacks[s], [t for t, _ in slot], [p for _, p in slot]
-            message = tf.concat(parts, 0) if sent is None else tf.concat(parts, 0) + sent
+            message = tf.concat(parts, 0)
+            if sent is not None:
+                message += sent
             with tf.device(stack.device):
                 there = tf.identity(message)
                 rows = tf.raw_ops.ResourceGather(resource=stack.variable.handle, indices=there,

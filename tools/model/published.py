@@ -219,14 +219,15 @@ def published_main(argv) -> int:
         print(f"tfbench: error: {e}", file=sys.stderr, flush=True)
         return 2
     facts = [f"source: {doc['source']}", f"setting: {doc['setting']}"]
-    models = {}
+    models = {}  # (model, image size, classes) -> its variables, counted once
     rows = []
     for name, points in clusters.items():
         w = published.workload(doc, name)
-        if w["model"] not in models:
-            models[w["model"]] = _cluster(w["model"], w["image_size"], w["num_classes"])
-            facts.append(_model_line(w["model"], models[w["model"]]))
-        cluster = models[w["model"]]
+        key = (w["model"], w["image_size"], w["num_classes"])
+        if key not in models:
+            models[key] = _cluster(*key)
+            facts.append(_model_line(w["model"], models[key]))
+        cluster = models[key]
         fitted = [q for q in points if q.gpus <= FLAGS.fit_up_to]
         line_rate = doc["clusters"][name]
         prof = clusterspread.profile(cluster, fitted, line_rate["line_rate_bps"] / 8, fabric=fabric,
