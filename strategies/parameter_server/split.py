@@ -2,10 +2,12 @@
 
 Each closure stamps four times on its worker: its start, its batch in hand (the wait for the
 input pipeline ends), the moment every gradient exists and its end (update applied or gradient
-added on the ps). Its reads of the weights wait for the batch, so batch to gradients is the pull
-of the weights and the computation, which TensorFlow overlaps (a layer's weights arrive while
-earlier layers compute), so they cannot be told apart inside an update; gradients to end is the
-push. The pull is therefore also measured on its own: after the measured window, closures that
+added on the ps). An asynchronous closure reads its weights as it starts, beside its batch, as
+TensorFlow's tutorial step does (a synchronous one, and one under a staleness bound, once the
+batch is in hand); the rows its batch looks up come after the batch. Batch to gradients is the
+pull of the weights not done by then and the computation, which TensorFlow overlaps (a layer's
+weights arrive while earlier layers compute), so they cannot be told apart inside an update;
+gradients to end is the push. The pull is therefore also measured on its own: after the measured window, closures that
 only read every weight onto the worker. Inside a closure the pull is that probe's time (at most
 the closure's batch-to-gradients) and compute the rest, an estimate that is low by whatever of
 the pull the overlap hid. Waiting is the measured window minus the time closures ran (the
