@@ -5,11 +5,11 @@ Each scheduled closure is one update of whichever worker runs it: read the versi
 As in TensorFlow's parameter-server tutorial, the counter and the weights are read as the closure
 starts, beside its batch: nothing waits for the batch but the ops that use it (the rows' lookups,
 the compute). Under a staleness bound the clocks, then the counter, then the weights are read
-once the batch is in hand, in that order. The count waits for the optimizer's own count of its applied update (its
-`iterations`, incremented once every write of the update is done), on the same ps: one local op
-more than the tutorial's step. Ordering the reads after the batch and the counter, and the count
-after a shape mark of every variable part, made the recommender's update 19% slower on 2 shared cores
-(interleaved runs, 2026-12-07).
+once the batch is in hand, in that order. The count waits for the optimizer's own count of the
+update (the legacy optimizers increment their `iterations` once every write of the update is
+done; ops.counted), on the same ps: one local op more than the tutorial's step. Ordering the
+reads after the batch and the counter, and the count after a shape mark of every variable part,
+made the recommender's updates 1.28× slower on 2 shared cores (README: the parameter-server peer).
 Its record carries four worker-side timestamps (start, batch in hand, gradients computed, update
 applied) so that an update's time splits into input, pull + compute and push. The closure returns
 it, or, given a book (strategies.parameter_server.book), writes it on its worker and returns only its
@@ -24,7 +24,7 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-from strategies.parameter_server.ops import in_hand, on_this_worker, packed
+from strategies.parameter_server.ops import counted, in_hand, on_this_worker, packed
 from tfbench.loop import steps
 
 
@@ -52,8 +52,8 @@ def worker_step(adapter, book=None):
         with tf.control_dependencies([read] if clocks is not None else []), tf.device(device):
             loss, computed, grads = steps.shaped(config, model, optimizer, images, labels, config.batch_size,
                                                  apply=False)
-            applying = optimizer.apply_gradients(zip(grads, variables))  # its count waits for every write
-        with tf.control_dependencies([applying]):
+            applying = optimizer.apply_gradients(zip(grads, variables))
+        with tf.control_dependencies(counted(applying, variables)):
             applied = version.assign_add(1)
         if clocks is not None:  # the clock after the version: staleness.clock_staleness relies on it
             with tf.control_dependencies([applied]):
