@@ -93,8 +93,9 @@ def counted(applying, variables) -> list:
 
 def in_hand(batch):
     """tf.timestamp() once every tensor of `batch` exists on the worker: where a closure's wait for
-    its input ends (a closure's reads of the weights are made to wait for it, so that input, pull
-    and compute follow one another)."""
+    its input ends (a synchronous closure's reads of the weights, and a bounded one's, wait for it,
+    so that input, pull and compute follow one another; an unbounded asynchronous closure reads
+    them beside its batch, as TensorFlow's tutorial step does)."""
     from tfbench.framework.tf_import import tf
 
     with tf.control_dependencies(tf.nest.flatten(batch)):
