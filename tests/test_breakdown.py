@@ -159,3 +159,16 @@ def test_table_line_and_tensorboard_series(tmp_path):
     top = [e.value for e in events.Scalars("split_stacked/3_compute+communication+waiting_ms")]
     assert top == pytest.approx([1000.0, 500.0]) == [e.value for e in events.Scalars("split_stacked/step_ms")]
     assert step_split.write(run, {"step_breakdown": {"source": "none"}}) == 0
+
+
+def test_a_pull_that_started_beside_the_batch_is_charged_after_it_only_for_what_the_wait_did_not_hide():
+    """An unbounded asynchronous closure reads its weights as it starts: of a 5 ms pull, a 4 ms wait
+    for the batch hid 4 ms, so 1 ms of the 6 ms from batch to gradients is pull and 5 ms compute
+    (a closure whose reads waited for the batch: 5 ms pull, 1 ms compute)."""
+    closure = {"start": 0.0, "input": 0.004, "computed": 0.010, "end": 0.012, "worker": 0}
+    probes = [{"start": 0.0, "end": 0.005, "worker": 0}]
+    beside = ps_split.split([closure], probes, window_s=0.012, beside=True)
+    after = ps_split.split([closure], probes, window_s=0.012)
+    assert beside["compute_s"] == pytest.approx(0.005) and after["compute_s"] == pytest.approx(0.001)
+    assert ps_split.phases(closure, 0.005, beside=True)["pull"] == pytest.approx((0.004, 0.005))
+    assert ps_split.phases(closure, 0.005)["pull"] == pytest.approx((0.004, 0.009))

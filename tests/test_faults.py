@@ -24,7 +24,7 @@ PS = ("--strategy=parameter_server", "--num_workers=2", "--image_size=32", "--ba
 @pytest.mark.parametrize("mode", ["--ps_sync=false", "--ps_sync"])
 def test_a_killed_parameter_server_worker_is_restarted_and_the_run_completes(logdir, mode):
     # enough steps that the restarted worker (ready again after about 4 s) still finds work to do
-    out, run = run_tiny(logdir, "fault_ps", *PS, mode, "--num_steps=500", "--fault=worker_1:kill@5")
+    out, run = run_tiny(logdir, "fault_ps", *PS, mode, "--num_steps=1500", "--fault=worker_1:kill@5")
     record = cluster_record(run)
     (fault,) = record["faults"]
     assert fault["task"] == "worker_1" and fault["signal"] == "SIGKILL" and fault["applied_at_measured_step"] >= 5

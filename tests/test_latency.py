@@ -47,12 +47,16 @@ def fake(latency, compute_ms, step_ms, num_ps=1, batch=32):
     return Run(f"/r/{num_ps}-{batch}-{latency}", config, cluster, [])
 
 
-def test_idleness_takes_the_compute_of_a_batch_from_the_least_in_its_series():
-    """In-step reads of the weights that the split counts as compute grow with the round trip;
-    the batch's own compute does not."""
-    by_series = latency_report.points([fake(0, 50, 100), fake(200, 500, 1000)])
+def test_idleness_takes_the_compute_of_a_batch_from_the_lowest_latency_run_of_its_series():
+    """The split's compute is a closure less a pull measured apart: at 200 ms it can read more than
+    the batch's own (reads counted as compute) or less (a slow probe), never the least wrong."""
+    by_series = latency_report.points([fake(200, 500, 1000), fake(0, 50, 100)])
     assert list(latency_report.idleness_of(by_series).values()) == [pytest.approx(0.5), pytest.approx(0.95)]
     assert latency_report.compute_idleness(fake(200, 500, 1000)) == pytest.approx(0.5)  # the run's own split
+    by_series = latency_report.points([fake(0, 50, 100), fake(200, 10, 1000)])
+    assert list(latency_report.idleness_of(by_series).values()) == [pytest.approx(0.5), pytest.approx(0.95)]
+    by_series = latency_report.points([fake(0, 0, 100), fake(10, 50, 100), fake(200, 10, 1000)])
+    assert list(latency_report.idleness_of(by_series).values()) == [pytest.approx(0.5)] * 2 + [pytest.approx(0.95)]
 
 
 def test_direction_calls_changes_within_two_points_flat():

@@ -92,3 +92,69 @@ def test_sync_updates_are_never_stale(clusters):
     assert "staleness (updates the ps applied" in out and "max 0" in out
     # one update per step
     assert f"updates: {steps} parameter-server updates applied in the same measured window = {steps} / " in out
+
+
+
+def _ancestors(op):
+    """Every op `op` waits for, through data and control edges."""
+    seen, todo = {}, [op]
+    while todo:
+        for parent in [t.op for t in todo[-1].inputs] + list(todo.pop().control_inputs):
+            if parent.name not in seen:
+                seen[parent.name] = parent
+                todo.append(parent)
+    return seen.values()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer_name", ["sgd", "sgd_v2"])
+def test_an_async_update_reads_beside_its_batch_and_counts_after_the_optimizer(optimizer_name):
+    """The traced closure (a small recommender, one device): the version counter and every dense
+    weight are read as the closure starts, waiting for no batch and no other read, as TensorFlow's
+    tutorial step reads; the count waits for every write of the update: through the legacy
+    optimizer's own count of it, or (the v2 optimizer's count waits for none) through a mark of
+    every part. A bound's gate sits in a cond: its order is checked by its cluster test."""
+    import types
+
+    from tfbench.config import RunConfig
+    from tfbench.framework.tf_import import tf
+    from tfbench.loop import steps
+    from strategies.parameter_server.asynchronous import worker_step
+
+    config = RunConfig(model="dlrm", batch_size=4, embedding_tables=2, embedding_rows=50, embedding_dim=4,
+                       optimizer=optimizer_name)
+    model = config.workload.build(config)
+    optimizer = steps.optimizer(config)
+    adapter = types.SimpleNamespace(config=config, model=model, optimizer=optimizer, device="/device:CPU:0",
+                                    strategy=tf.distribute.get_strategy(), num_workers=2)
+    features, labels = config.workload.batch(config, config.batch_size)
+    data = tf.data.Dataset.from_tensors((features, labels, tf.constant(0, tf.int32))).repeat()
+    step = worker_step(adapter)  # held: it holds the version counter the graph reads
+    graph = step.get_concrete_function(iter(data)).graph
+    inner = {id(outer): placeholder.op for outer, placeholder in graph.captures}
+
+    def uses(variable, kind):
+        handle = inner[id(variable.handle)]
+        return [op for op in graph.get_operations() if op.type == kind and op.inputs[0].op is handle]
+
+    version = next(v for v in graph.variables if v.name.startswith("update_version"))
+    dense = [v for v in model.trainable_variables if "table" not in v.name]
+    tables = [v for v in model.trainable_variables if "table" in v.name]
+    assert len(dense) >= 10 and len(tables) == 2
+    (count,) = uses(version, "AssignAddVariableOp")
+    (read,) = [op for op in uses(version, "ReadVariableOp")  # the other is the count's value
+               if count.name not in {parent.name for parent in _ancestors(op)}]
+    weight_reads = [op for v in dense for op in uses(v, "ReadVariableOp")]
+    assert len(weight_reads) >= len(dense)
+    for op in [read] + weight_reads:
+        waits = {parent.type for parent in _ancestors(op)}
+        assert waits <= {"Placeholder"}, (op.name, waits)  # no batch, no counter: they start the closure
+    before = {parent.name for parent in _ancestors(count)}
+    looks = {"ReadVariableOp", "ResourceGather", "VariableShape"}
+    for v in model.trainable_variables:  # dense weights whole, tables by rows
+        writes = [op for op in graph.get_operations()
+                  if op.type not in looks and op.inputs and op.inputs[0].op is inner[id(v.handle)]]
+        assert writes and all(op.name in before for op in writes), (v.name, [op.type for op in writes])
+    if optimizer_name == "sgd":  # the optimizer's own count, which the v2 one makes after no write
+        (optimizer_count,) = uses(optimizer.iterations, "AssignAddVariableOp")
+        assert optimizer_count.name in before

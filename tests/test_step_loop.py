@@ -187,3 +187,28 @@ def test_the_checker_sees_a_loop_of_its_own():
     assert OWN.search("        self.reporter.step_done(i, timing, measured)")
     assert OWN.search("    if hooks: hooks.before(i)") and OWN.search("hooks.after(i)")
     assert not OWN.search("loop.first_measured") and not OWN.search("hook.before(i)")
+
+
+def test_a_reporter_writes_progress_at_each_phase_start_and_the_last_step_not_every_fast_step(tmp_path, monkeypatch):
+    """Steps of a millisecond: the progress file is replaced at most once per PROGRESS_EVERY_S in a
+    phase, at once when the phase changes, and at the run's last step, which the file ends with."""
+    from tfbench.loop import benchmark, progress
+
+    writes = []
+    real = progress.write_progress
+    monkeypatch.setattr(progress, "write_progress", lambda *a: (writes.append(a[2:4]), real(*a)))
+    os.makedirs(tmp_path / "tasks")
+    cfg = config(warmup=300, steps=700)
+    reporter = benchmark.Reporter(str(tmp_path), "chief_0", str(tmp_path / "tb"), cfg, examples_per_step=32)
+    clock = [0.0]
+    monkeypatch.setattr(benchmark.time, "monotonic", lambda: clock[0])
+    for i in range(cfg.total_steps):
+        clock[0] += 0.001  # a millisecond a step: one second in all
+        reporter.step_done(i, StepTiming(1e9 + clock[0], 0.001), measured=i >= 300)
+    reporter.close()
+    assert writes[0] == ("warmup", 1) and ("measure", 301) in writes  # each phase's first step at once
+    assert writes[-1] == ("measure", 1000) == tuple(progress.read_progress(str(tmp_path), "chief_0")[k]
+                                                    for k in ("phase", "step"))
+    assert len(writes) <= 1.0 / benchmark.PROGRESS_EVERY_S + 3  # not 1000
+    steps = [s for _, s in writes]
+    assert steps == sorted(steps) and len(writes) >= 1.0 / benchmark.PROGRESS_EVERY_S - 1  # still moving

@@ -193,8 +193,9 @@ class ParameterServerAdapter(StrategyAdapter):
         return convergence.Hook(self.evaluator, self._iterations,
                                 self.config.batch_size * (self.num_workers if self.sync else 1))
 
-    def _pull_probe(self, iterator, per_worker: int = 3) -> List[dict]:
-        """After the measured window: closures that only pull the weights (3 per worker)."""
+    def _pull_probe(self, iterator, per_worker: int = 5) -> List[dict]:
+        """After the measured window: closures that only pull the weights, 5 per worker scheduled
+        (whichever worker is free takes one), so that one slow read does not set a worker's median."""
         from strategies.parameter_server import asynchronous as ps_async
         from strategies.parameter_server import rounds as ps_rounds
 

@@ -78,10 +78,24 @@ def written(variables) -> list:
     return groups
 
 
+def counted(applying, variables) -> list:
+    """What an update's count waits for so that it comes after every write of the update: what
+    the optimizer's apply_gradients returned, when that is its own count of the update, made once
+    every write is done (the legacy optimizers' op, on the ps of their `iterations`); else (tf_keras'
+    v2 optimizers return their `iterations` variable, whose increment waits for no write) a mark
+    of every part written (written)."""
+    from tfbench.framework.tf_import import tf
+
+    if isinstance(applying, (tf.Operation, tf.Tensor)):
+        return [applying]
+    return written(variables)
+
+
 def in_hand(batch):
     """tf.timestamp() once every tensor of `batch` exists on the worker: where a closure's wait for
-    its input ends (a closure's reads of the weights are made to wait for it, so that input, pull
-    and compute follow one another)."""
+    its input ends (a synchronous closure's reads of the weights, and a bounded one's, wait for it,
+    so that input, pull and compute follow one another; an unbounded asynchronous closure reads
+    them beside its batch, as TensorFlow's tutorial step does)."""
     from tfbench.framework.tf_import import tf
 
     with tf.control_dependencies(tf.nest.flatten(batch)):

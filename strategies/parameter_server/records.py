@@ -156,6 +156,7 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
     config, n = adapter.config, adapter.num_workers
     closures, coordinator_steps, log = run.closures, run.rounds, run.log
     sync, train = run.sync, config.mode == "train"
+    beside = not sync and config.ps_staleness_bound < 0  # its reads start beside its batch (asynchronous.py)
     by_worker: Dict[int, List[dict]] = collections.defaultdict(list)
     for c in sorted(closures, key=lambda c: c["start"]):
         by_worker[c["worker"]].append(c)
@@ -199,7 +200,7 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
             own.staleness_per_update = [c["staleness"] for c in mine]
             if not sync:
                 own.clock_staleness_per_update = [c["clock_staleness"] for c in mine]
-            own.time_split = ps_split.split(mine, [p for p in run.pulls if p["worker"] == worker], window_s)
+            own.time_split = ps_split.split(mine, [p for p in run.pulls if p["worker"] == worker], window_s, beside)
         out.append(Measurement("worker", worker, config.batch_size, timings, summary,
                                adapter.placement_report("worker", worker), checkpoint=checkpoint,
                                parts=(common, own)))
@@ -215,7 +216,7 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
         run.updates, run.updates / measured_s if measured_s > 0 else None,
         {str(w): len(t) for w, t in sorted(by_worker.items())}, log.lost,
         ps_split.global_steps(closures, coordinator_steps, run.first_measured, ps_split.pull_medians(run.pulls),
-                              run.apply_s if sync else None, n))
+                              run.apply_s if sync else None, n, beside))
     if train:
         chief.staleness, chief.staleness_definition = stale, staleness.DEFINITION
     if train and not sync:

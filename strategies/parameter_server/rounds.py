@@ -26,7 +26,8 @@ from strategies.parameter_server.ops import lost_with_worker, unpacked
 from tfbench.loop.step_loop import StepTiming, Timed
 
 PIPELINE_DEPTH = 2  # closures in flight per worker under a staleness bound
-READ_EVERY = 16  # KeptRounds: rounds per wait on the coordinator and read of the workers' records
+READ_EVERY = 64  # KeptRounds: rounds per wait on the coordinator and read of the workers' records (each read
+# runs ops on every worker and the coordinator's Python, beside the closures on shared cores)
 POLL_S = 0.002  # KeptRounds: between reads while a chunk's last closures end on other workers
 GIVE_UP_S = 5.0  # KeptRounds, after a worker restarted: a record missing this long went with it
 

@@ -2,13 +2,16 @@
 
 Each closure stamps four times on its worker: its start, its batch in hand (the wait for the
 input pipeline ends), the moment every gradient exists and its end (update applied or gradient
-added on the ps). Its reads of the weights wait for the batch, so batch to gradients is the pull
-of the weights and the computation, which TensorFlow overlaps (a layer's weights arrive while
-earlier layers compute), so they cannot be told apart inside an update; gradients to end is the
-push. The pull is therefore also measured on its own: after the measured window, closures that
-only read every weight onto the worker. Inside a closure the pull is that probe's time (at most
-the closure's batch-to-gradients) and compute the rest, an estimate that is low by whatever of
-the pull the overlap hid. Waiting is the measured window minus the time closures ran (the
+added on the ps). An unbounded asynchronous closure reads its weights as it starts, beside its
+batch, as TensorFlow's tutorial step does (a synchronous one, and one under a staleness bound,
+once the batch is in hand); the rows its batch looks up come after the batch. Batch to gradients
+is the pull of the weights not done by then and the computation, which TensorFlow overlaps (a
+layer's weights arrive while earlier layers compute), so they cannot be told apart inside an
+update; gradients to end is the push. The pull is therefore also measured on its own: after the
+measured window, closures that only read every weight onto the worker. Inside a closure the pull
+is that probe's time (at most the closure's batch-to-gradients; when its reads started beside the
+batch, only what the wait for the batch did not hide) and compute the rest, an estimate that is
+low by whatever of the pull the overlap hid. Waiting is the measured window minus the time closures ran (the
 idleness ratio): the coordinator's dispatch and, synchronous, the barrier.
 """
 from __future__ import annotations
@@ -33,18 +36,27 @@ def _in_hand(c: Dict) -> float:
     return min(max(c.get("input", c["start"]), c["start"]), c["computed"])
 
 
-def phases(c: Dict, pull: float) -> Dict[str, tuple]:
-    """The closure's phases as (from, to) on its worker's clock: input, pull (the probe's time, at
-    most the closure's batch-to-gradients), compute (the rest up to the gradients), push."""
+def _after_batch(pull: float, c: Dict, beside: bool) -> float:
+    """The part of the pull a closure spent after its batch was in hand: all of it, or, when its
+    reads started beside the batch (`beside`: an unbounded asynchronous closure), what the wait
+    for the batch did not hide."""
+    return max(0.0, pull - (_in_hand(c) - c["start"])) if beside else pull
+
+
+def phases(c: Dict, pull: float, beside: bool = False) -> Dict[str, tuple]:
+    """The closure's phases as (from, to) on its worker's clock: input, pull (the probe's time, or
+    its part after the batch, at most the closure's batch-to-gradients), compute (the rest up to
+    the gradients), push."""
     batch = _in_hand(c)
-    pulled = batch + min(pull, max(0.0, c["computed"] - batch))
+    pulled = batch + min(_after_batch(pull, c, beside), max(0.0, c["computed"] - batch))
     computed = max(c["computed"], pulled)
     return {"input": (c["start"], batch), "pull": (batch, pulled), "compute": (pulled, computed),
             "push": (computed, max(c["end"], computed))}
 
 
-def split(closures: List[Dict], pulls: List[Dict], window_s: float) -> Dict:
-    """The split of one worker's measured closures (dicts with start, input, computed and end)."""
+def split(closures: List[Dict], pulls: List[Dict], window_s: float, beside: bool = False) -> Dict:
+    """The split of one worker's measured closures (dicts with start, input, computed and end);
+    `beside`: their reads started beside their batch (phases)."""
     if not closures:
         return {"updates": 0}
     inputs = _mean([_in_hand(c) - c["start"] for c in closures])
@@ -61,7 +73,8 @@ def split(closures: List[Dict], pulls: List[Dict], window_s: float) -> Dict:
         "input_s": inputs,
         "pull_and_compute_s": pull_compute,
         "pull_s": pull,
-        "compute_s": max(0.0, pull_compute - pull) if pull is not None else None,
+        "compute_s": (max(0.0, pull_compute - _mean([_after_batch(pull, c, beside) for c in closures]))
+                      if pull is not None else None),
         "push_s": push,
         "wait_s": waiting / n,
         "window_share": shares,
@@ -105,7 +118,7 @@ ASYNC_METHODS = dict(
 
 
 def global_steps(closures: List[Dict], steps: List, first_round: int, pulls: Dict[int, float],
-                 apply_s: Optional[List[float]], workers: int = 0) -> Optional[Dict]:
+                 apply_s: Optional[List[float]], workers: int = 0, beside: bool = False) -> Optional[Dict]:
     """Per global step (one sync step, or one round of N asynchronous updates): input, pull,
     compute, push, apply and waiting, for tfbench.measure.breakdown. `steps` are the coordinator's
     timings of rounds first_round, first_round+1, ...; closures carry the round they were
@@ -114,7 +127,7 @@ def global_steps(closures: List[Dict], steps: List, first_round: int, pulls: Dic
     if not steps or not pulls:
         return None
     if apply_s is None:
-        return asynchronous_rounds(closures, steps, pulls, workers)
+        return asynchronous_rounds(closures, steps, pulls, workers, beside)
     by_round: Dict[int, List[Dict]] = {}
     for c in closures:
         by_round.setdefault(c.get("round"), []).append(c)
@@ -130,7 +143,8 @@ def global_steps(closures: List[Dict], steps: List, first_round: int, pulls: Dic
     return {"per_step_s": per_step, "source": "the coordinator's closures and probes", "methods": dict(SYNC_METHODS)}
 
 
-def asynchronous_rounds(closures: List[Dict], steps: Sequence, pulls: Dict[int, float], workers: int) -> Optional[Dict]:
+def asynchronous_rounds(closures: List[Dict], steps: Sequence, pulls: Dict[int, float], workers: int,
+                        beside: bool = False) -> Optional[Dict]:
     """Each round's interval [start, start + duration] on the coordinator's clock, split by what
     the workers did inside it: every measured closure's phases (phases()) clipped to the interval,
     summed over workers and divided by their number; waiting is the rest, the workers' time in the
@@ -145,7 +159,7 @@ def asynchronous_rounds(closures: List[Dict], steps: Sequence, pulls: Dict[int, 
     coordinator's time.time() (one machine, or hosts whose clocks agree)."""
     if any(c["worker"] not in pulls for c in closures) or workers < 1:
         return None
-    spans = [phases(c, pulls[c["worker"]]) for c in closures]
+    spans = [phases(c, pulls[c["worker"]], beside) for c in closures]
     per_step: Dict[str, List[float]] = {k: [] for k in ("compute", "communication", "input", "pull", "push",
                                                         "apply", "waiting")}
     for step in steps:

@@ -1,14 +1,16 @@
 """Staleness of parameter-server updates: how many updates the ps applied between the version of
 the parameters a worker read and the version its own update was applied to.
 
-A version counter lives on the ps. Asynchronous training: each closure reads it before it reads
-the weights and increments it after its update is applied; the increment's result says how many
-other updates came in between (staleness = new version - 1 - version read). Synchronous
-training: the counter is the global step the update on the ps increments, so a gradient read at
-version v and applied by the update that makes it v + 1 has staleness 0. The counter is exact
-for its own order; an update of another closure in flight whose weights land on one side of a
-read or apply and whose increment lands on the other makes a value differ from the weights'
-true age by that closure.
+A version counter lives on the ps. Asynchronous training: each closure reads it as it starts,
+beside its reads of the weights (under a staleness bound: before them), and increments it once its
+update is applied (after the optimizer counted the update, which it does once every write is
+done); the increment's result says how many other updates came in between (staleness = new
+version - 1 - version read). Synchronous training: the counter is the global step the update on
+the ps increments, so a gradient read at version v and applied by the update that makes it v + 1
+has staleness 0. The counter is exact for its own order; an update of another closure in flight
+whose weights land on one side of a read or apply and whose increment lands on the other makes a
+value differ from the weights' true age by that closure (unbounded, in either direction: the
+counter and the weights are read side by side).
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import bisect
 import collections
 from typing import Dict, Iterable, List, Tuple
 
-DEFINITION = ("updates the ps applied between the version a worker read (before its weights) and the "
-              "update its gradient went into: new version - 1 - version read (sync: 0 when the gradient "
+DEFINITION = ("updates the ps applied between the version a worker read (beside its weights, as its update "
+              "began; under a staleness bound, before them) and the update its gradient went into: new version - 1 - version read (sync: 0 when the gradient "
               "is applied by the global step it was computed for)")
 
 

@@ -6,8 +6,8 @@ grows (10 -> 200 ms: ~10% -> ~72%) and less with more parameter servers per work
 larger batches. Here, per series (sync or async, ps:workers, batch): one point per latency.
 
 Idleness of a worker: the share of the global step in which it does not compute, 1 - c / step,
-c the least compute per step of its series in the runs' step splits (tfbench.measure.breakdown;
-see NOTE); the idleness from each run's own recorded compute and the record's own `idleness`
+c the compute per step of its series' lowest-latency run in the runs' step splits
+(tfbench.measure.breakdown; see NOTE); the idleness from each run's own recorded compute and the record's own `idleness`
 (share of the window with no closure running on the worker) are shown beside it. Writes DIR/latency/
 summary.md, idleness_vs_latency.png and images_per_sec_vs_latency.png, and prints the table.
 """
@@ -23,10 +23,12 @@ from tfbench.config import helptext, strategy_traits
 from tools.rundirs.runs import Run, find_runs
 
 NOTE = ("Idleness is the share of a worker's global step not spent on the forward and backward pass of its "
-        "batch: 1 - c / step, c the least compute per step in the series (normally its 0 ms run), since the step "
-        "split records as compute also the weights a step reads from the ps inside the step, which take round "
-        "trips. The idleness from each run's own recorded compute and the share of time with no closure running "
-        "on the worker are shown beside it.")
+        "batch: 1 - c / step, c the compute per step of the series' lowest-latency run (normally 0 ms). The pass "
+        "takes as long at any latency, but the step split's compute is a closure's time less a pull measured "
+        "apart, and the error of that difference grows with the pull's round trips: reads overlapped inside the "
+        "step count as compute, and a probe slower than the step's own reads leaves none. The idleness from each "
+        "run's own recorded compute and the share of time with no closure running on the worker are shown "
+        "beside it.")
 FLAT = 0.02  # a change of idleness smaller than this (2 percentage points) is within run-to-run noise
 Series = Tuple[bool, int, int, int]  # (sync, num_ps, num_workers, batch)
 
@@ -50,16 +52,14 @@ def compute_and_step(run: Run) -> Optional[Tuple[float, float]]:
 
 
 def idleness_of(by_series: Dict[Series, List[Tuple[float, Run]]]) -> Dict[str, float]:
-    """{run path: 1 - c / step}, c the least compute per step of the run's series (its lowest-latency
-    run, normally). The forward and backward pass of a batch take as long at any latency, but the
-    recorded split counts as compute the weights a step reads from the ps inside the step, which
-    take round trips: at 200 ms that share of "compute" is 20x the 0 ms one."""
+    """{run path: 1 - c / step}, c the compute per step of the series' lowest-latency run whose
+    split reads any (see NOTE: its pull is the shortest, so its compute the least wrong)."""
     out = {}
     for pts in by_series.values():
         found = {path: cs for path, cs in ((r.path, compute_and_step(r)) for _, r in pts) if cs}
-        if found:
-            least = min(c for c, _ in found.values())
-            out.update({path: max(0.0, 1.0 - least / step) for path, (_, step) in found.items()})
+        base = next((c for c, _ in found.values() if c > 0), None)  # pts run by latency
+        if base is not None:
+            out.update({path: max(0.0, 1.0 - base / step) for path, (_, step) in found.items()})
     return out
 
 
