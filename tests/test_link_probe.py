@@ -121,3 +121,22 @@ def test_a_probe_that_waits_out_its_timeout_is_probed_once_more_and_a_second_sta
     monkeypatch.setattr(link_probe, "probe", lambda n: (_ for _ in ()).throw(TimeoutError("timed out")))
     with pytest.raises(RuntimeError, match=rf"from {net.hosts[0].address} to {net.hosts[1].address} .*twice"):
         link_facts.facts(net, "100mbit")
+
+
+def test_a_link_short_of_its_rate_is_probed_once_more_and_refused_when_the_second_probe_agrees(monkeypatch):
+    from cluster.net import link_facts
+
+    net = links.plan_network("0a1b2c", 2, 100_000_000)
+
+    def probed(bps):
+        return {"rtt_ms": 0.1, "alpha_ms": 0.05, "beta_bps": bps, "path": "a -> b",
+                "throughput_bps": {"forward": bps, "backward": 94_000_000},
+                "window_limited": {"forward": False, "backward": False}, "measured_with": "x"}
+
+    answers = [probed(85_200_000), probed(94_000_000)]
+    monkeypatch.setattr(link_probe, "probe", lambda n: answers.pop(0))
+    assert link_facts.facts(net, "100mbit")["measured_tx_bps"] == 94_000_000 and not answers
+
+    monkeypatch.setattr(link_probe, "probe", lambda n: probed(85_200_000))
+    with pytest.raises(RuntimeError, match=r"in two probes: one TCP stream carried 85.2 Mbit/s forward on a -> b"):
+        link_facts.facts(net, "100mbit")

@@ -11,11 +11,14 @@ from cluster.net import link_probe, links
 
 def facts(net: links.Network, link_bandwidth: str) -> dict:
     """The `link` entry of a built network; RuntimeError (one line) when its measured round trip
-    or throughput is not what --link_latency and --link_bandwidth asked for."""
+    or throughput is not what --link_latency and --link_bandwidth asked for, in two probes."""
     measured = _probed(net)
     problem = link_probe.check(measured, net.delay_ms, net.rate_bps, net.shaped)
+    if problem:  # probed once more: a 2-core machine's one slow stream (85 of 86 Mbit/s) is no link's fault
+        measured = _probed(net)
+        problem = link_probe.check(measured, net.delay_ms, net.rate_bps, net.shaped)
     if problem:
-        raise RuntimeError(f"the emulated links are not what was asked for: {problem}")
+        raise RuntimeError(f"the emulated links are not what was asked for, in two probes: {problem}")
     out = {
         "num_hosts": len(net.hosts),
         "link_bandwidth": link_bandwidth or "unshaped",

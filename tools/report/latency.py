@@ -136,8 +136,8 @@ def unit_of(by_series) -> str:
 
 
 def table(by_series) -> str:
-    head = (f"| series | latency ms | measured RTT ms | {unit_of(by_series)}/sec | idleness (1 - compute at the least "
-            "/ step) | idleness (1 - recorded compute / step) | no closure running | step split ms (compute + "
+    head = (f"| series | latency ms | measured RTT ms | {unit_of(by_series)}/sec | idleness (1 - compute at the lowest "
+            "latency / step) | idleness (1 - recorded compute / step) | no closure running | step split ms (compute + "
             "communication + waiting, as recorded) |")
     lines, idleness = [head, "|" + "---|" * 8], idleness_of(by_series)
     for s, pts in by_series.items():
