@@ -24,7 +24,7 @@ clock c reads every worker's first c updates); unbounded (-1) is plain asynchron
 """
 from __future__ import annotations
 
-from strategies.parameter_server.ops import counted, in_hand, on_this_worker, packed
+from strategies.parameter_server.ops import counted, in_hand, on_this_worker, packed, reads_beside_batch
 from tfbench.loop import steps
 
 
@@ -49,7 +49,7 @@ def worker_step(adapter, book=None):
         read = version.read_value()
         # unbounded: as the closure starts, beside the weights' reads; under a bound, before them:
         # staleness.clock_staleness takes every update counted by the version read to be in the weights
-        with tf.control_dependencies([read] if clocks is not None else []), tf.device(device):
+        with tf.control_dependencies([] if reads_beside_batch(False, bound) else [read]), tf.device(device):
             loss, computed, grads = steps.shaped(config, model, optimizer, images, labels, config.batch_size,
                                                  apply=False)
             applying = optimizer.apply_gradients(zip(grads, variables))

@@ -91,6 +91,13 @@ def counted(applying, variables) -> list:
     return written(variables)
 
 
+def reads_beside_batch(sync: bool, bound: int) -> bool:
+    """Whether an update reads the counter and the weights as its closure starts, beside its batch
+    (unbounded asynchronous, as TensorFlow's tutorial step does), not once the batch is in hand
+    (synchronous; under a staleness bound, after the clocks): the step's order and its split's."""
+    return not sync and bound < 0
+
+
 def in_hand(batch):
     """tf.timestamp() once every tensor of `batch` exists on the worker: where a closure's wait for
     its input ends (a synchronous closure's reads of the weights, and a bounded one's, wait for it,

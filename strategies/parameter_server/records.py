@@ -12,7 +12,7 @@ from strategies.measurement import Checkpointing, Measurement, absent, flat
 from strategies.parameter_server import split as ps_split
 from strategies.parameter_server import staleness
 from strategies.parameter_server import variables as ps_placement
-from strategies.parameter_server.ops import PsLog
+from strategies.parameter_server.ops import PsLog, reads_beside_batch
 from tfbench.config import knobs
 from tfbench.loop.step_loop import StepLoop, StepTiming
 from tfbench.measure import comm
@@ -156,7 +156,7 @@ def measurements(adapter, run: PsRun) -> List[Measurement]:
     config, n = adapter.config, adapter.num_workers
     closures, coordinator_steps, log = run.closures, run.rounds, run.log
     sync, train = run.sync, config.mode == "train"
-    beside = not sync and config.ps_staleness_bound < 0  # its reads start beside its batch (asynchronous.py)
+    beside = reads_beside_batch(sync, config.ps_staleness_bound)
     by_worker: Dict[int, List[dict]] = collections.defaultdict(list)
     for c in sorted(closures, key=lambda c: c["start"]):
         by_worker[c["worker"]].append(c)

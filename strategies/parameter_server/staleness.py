@@ -19,8 +19,8 @@ import collections
 from typing import Dict, Iterable, List, Tuple
 
 DEFINITION = ("updates the ps applied between the version a worker read (beside its weights, as its update "
-              "began; under a staleness bound, before them) and the update its gradient went into: new version - 1 - version read (sync: 0 when the gradient "
-              "is applied by the global step it was computed for)")
+              "began; under a staleness bound, before them) and the update its gradient went into: new version "
+              "- 1 - version read (sync: 0 when the gradient is applied by the global step it was computed for)")
 
 
 def summary(values: Iterable[int]) -> Dict:
